@@ -1,0 +1,396 @@
+"""The ``TrainingJob`` resource (``phased.dev/v1alpha1``) as typed models.
+
+These models and ``crds/trainingjobs.phased.dev.yaml`` describe the same resource; a test
+compares them field by field. The CRD rejects what it can at ``kubectl apply`` time; these
+models re-check everything in the operator and in ``phased plan``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from phased.api.durations import DURATION_PATTERN, parse_duration
+
+GROUP = "phased.dev"
+VERSION = "v1alpha1"
+KIND = "TrainingJob"
+PLURAL = "trainingjobs"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# A phase name becomes part of pod and label names: a DNS label, kept short so that
+# "<job>-<phase>-<rank>" stays within 63 characters for job names up to 30 characters.
+PHASE_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_PHASES = 8
+MAX_NODES = 5000
+MAX_GPUS_PER_NODE = 16
+MAX_SPARES = 200
+
+
+class GPUType(StrEnum):
+    """Accelerators a phase may ask for; the operator's settings map each to node labels."""
+
+    H100 = "H100"
+    H200 = "H200"
+    ASCEND_910B = "Ascend910B"
+
+
+class RestartScope(StrEnum):
+    """What restarts after a worker or node is lost."""
+
+    GANG = "Gang"  # every worker restarts from the last checkpoint (a new restart generation)
+    WORKER = "Worker"  # only the lost rank is recreated
+
+
+class NodeReturnPolicy(StrEnum):
+    """What happens to a quarantined node that becomes healthy again."""
+
+    QUARANTINE = "Quarantine"  # stays quarantined until a person releases it
+    RETURN_TO_SPARES = "ReturnToSpares"  # rejoins the spares after staying healthy a while
+
+
+class SpareIdlePolicy(StrEnum):
+    """What a standby node may do while it waits."""
+
+    RESERVED = "Reserved"  # tainted for the job: nothing else runs on it
+    PREEMPTIBLE = "Preemptible"  # pods tolerating phased.dev/spare may run; evicted on promotion
+
+
+class CompletionMode(StrEnum):
+    """When a phase counts as done."""
+
+    ALL_SUCCEEDED = "AllSucceeded"  # every worker exited 0
+    RANK_ZERO_SUCCEEDED = "RankZeroSucceeded"  # rank 0 exited 0; the others are then stopped
+
+
+class JobState(StrEnum):
+    """The life of a TrainingJob, as shown in ``kubectl get tj``."""
+
+    PENDING = "Pending"  # accepted, nothing claimed yet
+    WAITING = "Waiting"  # waiting for capacity (see the CapacityShort condition)
+    RUNNING = "Running"
+    RECOVERING = "Recovering"  # a failure is being answered
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INVALID = "Invalid"  # the spec is wrong in a way only the operator can tell
+
+
+class PhaseState(StrEnum):
+    PENDING = "Pending"
+    WAITING = "Waiting"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class NodeRole(StrEnum):
+    ACTIVE = "active"
+    SPARE = "spare"
+    QUARANTINED = "quarantined"
+
+
+class FailureReason(StrEnum):
+    """Why a node was taken out of a pool (the ``reason`` of a ledger entry)."""
+
+    NOT_READY = "NodeNotReady"
+    GPU_FAULT = "GPUFault"
+    GPU_DROPPED = "GPUCapacityDropped"
+    NODE_DELETED = "NodeDeleted"
+    WORKER_FAILED = "WorkerFailed"
+
+
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN, min_length=2, max_length=32)]
+Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i)?$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class EnvVar(_Model):
+    name: str = Field(pattern=ENV_NAME_PATTERN, max_length=128)
+    value: str = Field(default="", max_length=4096)
+
+
+class Resources(_Model):
+    requests: dict[str, Quantity] = Field(default_factory=dict, max_length=16)
+    limits: dict[str, Quantity] = Field(default_factory=dict, max_length=16)
+
+
+class WorkerTemplate(_Model):
+    """The worker container; phase templates override the job's field by field."""
+
+    image: str | None = Field(default=None, min_length=1, max_length=512)
+    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=64)
+    args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
+    env: list[EnvVar] | None = Field(default=None, max_length=128)
+    resources: Resources | None = None
+    annotations: dict[str, Annotated[str, Field(max_length=1024)]] | None = Field(
+        default=None, max_length=32
+    )
+
+    def merged_over(self, base: WorkerTemplate) -> WorkerTemplate:
+        """This template with every unset field taken from ``base``; env lists are merged."""
+        env = {e.name: e for e in (base.env or [])}
+        env.update({e.name: e for e in (self.env or [])})
+        return WorkerTemplate(
+            image=self.image or base.image,
+            command=self.command if self.command is not None else base.command,
+            args=self.args if self.args is not None else base.args,
+            env=list(env.values()) or None,
+            resources=self.resources or base.resources,
+            annotations={**(base.annotations or {}), **(self.annotations or {})} or None,
+        )
+
+
+class NodeRange(_Model):
+    min: int = Field(ge=1, le=MAX_NODES)
+    max: int = Field(ge=1, le=MAX_NODES)
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> NodeRange:
+        if self.min > self.max:
+            raise ValueError(f"nodes.min ({self.min}) must not exceed nodes.max ({self.max})")
+        return self
+
+
+class Completion(_Model):
+    mode: CompletionMode = CompletionMode.ALL_SUCCEEDED
+
+
+class Phase(_Model):
+    name: str = Field(pattern=PHASE_NAME_PATTERN)
+    nodes: NodeRange
+    gpu_types: list[GPUType] = Field(default_factory=list, max_length=3)
+    gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
+    template: WorkerTemplate = Field(default_factory=WorkerTemplate)
+    max_duration: Duration | None = None
+    expected_duration: Duration | None = None
+    completion: Completion = Field(default_factory=Completion)
+
+    @field_validator("gpu_types")
+    @classmethod
+    def _unique_gpu_types(cls, value: list[GPUType]) -> list[GPUType]:
+        if len(set(value)) != len(value):
+            raise ValueError("gpuTypes must not repeat a type")
+        return value
+
+    @model_validator(mode="after")
+    def _gpus_match_types(self) -> Phase:
+        if self.gpu_types and self.gpus_per_node == 0:
+            raise ValueError(
+                f"phase {self.name!r} accepts GPU types {[t.value for t in self.gpu_types]} "
+                "but asks for gpusPerNode 0: set gpusPerNode (e.g. 8)"
+            )
+        if not self.gpu_types and self.gpus_per_node > 0:
+            raise ValueError(
+                f"phase {self.name!r} is CPU-only (no gpuTypes) but asks for "
+                f"gpusPerNode {self.gpus_per_node}: list gpuTypes or set gpusPerNode 0"
+            )
+        return self
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return not self.gpu_types
+
+
+class Spares(_Model):
+    count: int = Field(default=0, ge=0, le=MAX_SPARES)
+    while_idle: SpareIdlePolicy = SpareIdlePolicy.RESERVED
+
+
+class MassFailure(_Model):
+    """The blast-radius breaker: stop automatic action when too much of a pool fails at once."""
+
+    max_failed_percent: int = Field(default=20, ge=1, le=100)
+    window: Duration = "5m"
+
+
+class FailurePolicy(_Model):
+    not_ready_grace: Duration = "30s"
+    gpu_fault_conditions: list[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")]] = (
+        Field(default_factory=lambda: ["GPUXidError", "GPUUnhealthy"], max_length=16)
+    )
+    gpu_fault_grace: Duration = "0s"
+    gpu_drop_grace: Duration = "10s"
+    restart_scope: RestartScope = RestartScope.GANG
+    restart_budget: int = Field(default=20, ge=0, le=10000)
+    interruption_budget: Duration = "2h"
+    node_return: NodeReturnPolicy = NodeReturnPolicy.QUARANTINE
+    healthy_before_return: Duration = "10m"
+    mass_failure: MassFailure = Field(default_factory=MassFailure)
+
+
+class Checkpoint(_Model):
+    interval: Duration = "1h"
+    path: str = Field(default="/checkpoints", min_length=1, max_length=1024)
+
+
+class TrainingJobSpec(_Model):
+    phases: list[Phase] = Field(min_length=1, max_length=MAX_PHASES)
+    template: WorkerTemplate = Field(default_factory=WorkerTemplate)
+    spares: Spares = Field(default_factory=Spares)
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    priority: int = Field(default=0, ge=-1000, le=1000)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingJobSpec:
+        names = [p.name for p in self.phases]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"phase names must be unique; repeated: {', '.join(duplicates)}")
+        for phase in self.phases:
+            if not self.worker_template(phase).image:
+                raise ValueError(
+                    f"phase {phase.name!r} has no worker image: set spec.template.image "
+                    "or the phase's template.image"
+                )
+        for field in ("not_ready_grace", "gpu_fault_grace", "gpu_drop_grace"):
+            value = getattr(self.failure_policy, field)
+            if parse_duration(value) > 86400:
+                raise ValueError(f"failurePolicy.{to_camel(field)} must be at most 1d, got {value}")
+        if parse_duration(self.checkpoint.interval) < 60:
+            raise ValueError("checkpoint.interval must be at least 1m")
+        return self
+
+    def worker_template(self, phase: Phase) -> WorkerTemplate:
+        """The phase's worker template over the job's defaults."""
+        return phase.template.merged_over(self.template)
+
+
+# ---------------------------------------------------------------------------------------------
+# Status: everything the operator writes. The CRD declares every field (the API server drops
+# undeclared ones), so a field added here must be added there; the schema test checks it.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+
+class Condition(_Status):
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class PhaseRecord(_Status):
+    """One phase's history: when it ran, on what, at what cost."""
+
+    name: str
+    state: PhaseState = PhaseState.PENDING
+    gpu_type: str | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    nodes: int = 0  # active nodes now (or at the end)
+    max_nodes_seen: int = 0
+    restarts: int = 0
+    gpu_hours: float = 0.0  # active + spare, over the phase
+    active_gpu_hours: float = 0.0
+    spare_gpu_hours: float = 0.0
+    busy_gpu_hours: float = 0.0  # GPUs that ran a Running worker
+    cost: float = 0.0
+    waiting_seconds: float = 0.0
+
+
+class FailureRecord(_Status):
+    """A ledger entry: one node taken out of the pool, and how fast it was answered."""
+
+    id: int
+    node: str
+    reason: str
+    message: str = ""
+    phase: str = ""
+    detected: str
+    cordoned: str | None = None
+    replaced_by: str | None = None
+    replaced: str | None = None
+    resumed: str | None = None
+    interruption_seconds: float = 0.0
+
+
+class Pool(_Status):
+    active: list[str] = Field(default_factory=list)
+    spares: list[str] = Field(default_factory=list)
+    quarantined: list[str] = Field(default_factory=list)
+
+
+class Interruption(_Status):
+    used_seconds: float = 0.0
+    budget_seconds: float = 7200.0
+    used: str = "0s"  # the same, for people and printer columns
+    open_since: str | None = None  # the start of an interruption still going on
+
+
+class Utilization(_Status):
+    """Shares of GPU time, in percent, over the run so far."""
+
+    allocation: float = 0.0  # busy GPU-hours / every reserved GPU-hour (spares included)
+    active: float = 0.0  # busy GPU-hours / active-pool GPU-hours
+    current: float = 0.0  # GPUs running a worker now / GPUs reserved now
+
+
+class Accounting(_Status):
+    gpu_hours: float = 0.0
+    active_gpu_hours: float = 0.0
+    spare_gpu_hours: float = 0.0
+    busy_gpu_hours: float = 0.0
+    cost: float = 0.0
+    currency: str = "USD"
+    estimated_remaining_cost: float = 0.0
+    accounted_at: str | None = None  # the instant the figures above run up to
+
+
+class TrainingJobStatus(_Status):
+    state: JobState = JobState.PENDING
+    phase: str | None = None
+    phase_index: int = 0
+    message: str = ""
+    start_time: str | None = None
+    completion_time: str | None = None
+    restart_generation: int = 0
+    restarts: int = 0
+    world_size: int = 0
+    active_nodes: int = 0
+    spare_nodes: int = 0
+    quarantined_nodes: int = 0
+    utilization_percent: float = 0.0  # Utilization.allocation, for the printer column
+    phases: list[PhaseRecord] = Field(default_factory=list)
+    pool: Pool = Field(default_factory=Pool)
+    failures: list[FailureRecord] = Field(default_factory=list)
+    interruption: Interruption = Field(default_factory=Interruption)
+    utilization: Utilization = Field(default_factory=Utilization)
+    accounting: Accounting = Field(default_factory=Accounting)
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+
+    def to_k8s(self) -> dict[str, Any]:
+        """The status as the API expects it: camelCase keys, no nulls."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def parse_spec(raw: dict[str, Any]) -> TrainingJobSpec:
+    """Validate a ``spec`` mapping; raises pydantic's ``ValidationError`` on bad input."""
+    return TrainingJobSpec.model_validate(raw)
+
+
+def parse_status(raw: dict[str, Any] | None) -> TrainingJobStatus:
+    """Read a status written by the operator; unknown or broken fields fall back to defaults."""
+    if not raw:
+        return TrainingJobStatus()
+    try:
+        return TrainingJobStatus.model_validate(raw)
+    except ValueError:
+        return TrainingJobStatus()

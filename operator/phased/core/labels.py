@@ -1,0 +1,32 @@
+"""Names Phased writes onto Nodes and Pods: the cluster is the record of who holds what.
+
+A node belongs to a job's pool while it carries ``LABEL_JOB_UID``; its ``LABEL_ROLE`` says
+whether it runs a worker (active), waits as a spare, or is quarantined. The ``TAINT_POOL``
+taint (value: the job's UID) keeps every other workload off it. Anything without these
+marks is not Phased's and is never touched.
+"""
+
+from __future__ import annotations
+
+PREFIX = "phased.dev"
+
+# On Nodes
+LABEL_JOB_UID = f"{PREFIX}/job-uid"  # the owning TrainingJob's metadata.uid
+LABEL_JOB = f"{PREFIX}/job"  # its name, for people and selectors
+LABEL_JOB_NAMESPACE = f"{PREFIX}/job-namespace"
+LABEL_ROLE = f"{PREFIX}/role"  # active | spare | quarantined
+TAINT_POOL = f"{PREFIX}/pool"  # NoSchedule, value = job UID
+TAINT_QUARANTINE = f"{PREFIX}/quarantined"  # NoSchedule|NoExecute on a quarantined node
+TAINT_SPARE = f"{PREFIX}/spare"  # NoSchedule on a Preemptible spare (others may tolerate it)
+ANNOTATION_QUARANTINE = f"{PREFIX}/quarantine"  # JSON: reason, message, detected, cordoned, job
+ANNOTATION_CLAIMED_AT = f"{PREFIX}/claimed-at"
+
+# On Pods and Services
+LABEL_PHASE = f"{PREFIX}/phase"
+LABEL_RANK = f"{PREFIX}/rank"
+LABEL_GENERATION = f"{PREFIX}/restart-generation"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "phased"
+
+# Simulation / test hooks understood by the local KWOK cluster (never set by the operator).
+ANNOTATION_SIM_PREFIX = "sim.phased.dev"

@@ -1,0 +1,256 @@
+"""What the decide step sees (a snapshot) and what it returns (a plan of actions).
+
+These are plain frozen values: the kube layer builds a :class:`Snapshot` from the cluster,
+:func:`phased.core.decide.decide` turns it into a :class:`Plan`, and the reconciler performs
+the plan's actions through the kube layer, then writes ``Plan.status`` once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from phased.api.v1alpha1 import NodeRole, TrainingJobSpec, TrainingJobStatus
+from phased.core import labels
+
+# ---------------------------------------------------------------------------------------------
+# Observed state
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class NodeCondition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    last_transition: datetime | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A Node as the operator's in-memory view holds it."""
+
+    name: str
+    resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    conditions: tuple[NodeCondition, ...] = ()
+    allocatable: Mapping[str, int] = field(default_factory=dict)  # whole units, e.g. GPUs
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    created: datetime | None = None
+
+    def condition(self, kind: str) -> NodeCondition | None:
+        for cond in self.conditions:
+            if cond.type == kind:
+                return cond
+        return None
+
+    @property
+    def ready(self) -> bool:
+        cond = self.condition("Ready")
+        return cond is not None and cond.status == "True"
+
+    @property
+    def owner_uid(self) -> str | None:
+        return self.labels.get(labels.LABEL_JOB_UID)
+
+    @property
+    def role(self) -> NodeRole | None:
+        value = self.labels.get(labels.LABEL_ROLE)
+        try:
+            return NodeRole(value) if value else None
+        except ValueError:
+            return None
+
+    @property
+    def topology(self) -> tuple[str, str, str]:
+        """(zone, block, rack) from the node's topology labels; empty where unknown."""
+        return (
+            self.labels.get("topology.kubernetes.io/zone", ""),
+            self.labels.get("topology.phased.dev/block", ""),
+            self.labels.get("topology.phased.dev/rack", ""),
+        )
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A worker pod of the job (selected by the job-uid label)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    node_name: str | None = None
+    phase: PodPhase = PodPhase.PENDING
+    deleting: bool = False  # metadata.deletionTimestamp is set
+    ready: bool = False
+    created: datetime | None = None
+    started: datetime | None = None  # status.startTime
+    exit_code: int | None = None
+    reason: str = ""
+
+    @property
+    def phase_name(self) -> str:
+        return self.labels.get(labels.LABEL_PHASE, "")
+
+    @property
+    def rank(self) -> int | None:
+        try:
+            return int(self.labels.get(labels.LABEL_RANK, ""))
+        except ValueError:
+            return None
+
+    @property
+    def generation(self) -> int:
+        try:
+            return int(self.labels.get(labels.LABEL_GENERATION, "0"))
+        except ValueError:
+            return 0
+
+
+@dataclass(frozen=True)
+class JobRef:
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 1
+    created: datetime | None = None
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """Another job that is waiting for nodes: used to hand free nodes out fairly."""
+
+    uid: str
+    priority: int
+    created: datetime | None
+    wants: Mapping[str, int]  # GPU type value ("H100", "" for CPU) -> nodes still missing
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything decide needs, observed at one instant."""
+
+    job: JobRef
+    spec: TrainingJobSpec | None  # None when the spec failed validation
+    spec_error: str | None
+    status: TrainingJobStatus
+    nodes: tuple[NodeInfo, ...]  # every node the operator knows (its own and free ones)
+    pods: tuple[PodInfo, ...]  # the job's worker pods
+    service_exists: bool = False
+    waiting: tuple[Claimant, ...] = ()  # other jobs waiting for capacity
+    known_node_names: frozenset[str] | None = None  # None: the node view is not synced yet
+
+
+# ---------------------------------------------------------------------------------------------
+# Actions: what the reconciler must do. Each is idempotent when performed.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimNode:
+    """Label and taint a free node for the job, if its resourceVersion still matches."""
+
+    node: str
+    resource_version: str
+    role: NodeRole
+
+
+@dataclass(frozen=True)
+class SetNodeRole:
+    """Change the role of a node the job already holds (e.g. promote a spare)."""
+
+    node: str
+    role: NodeRole
+
+
+@dataclass(frozen=True)
+class ReleaseNode:
+    """Remove the job's labels and taint from a node it holds; the node becomes free."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class QuarantineNode:
+    """Cordon the node, mark it quarantined, and record why and when."""
+
+    node: str
+    reason: str
+    message: str
+    detected: datetime
+    cordoned: datetime
+
+
+@dataclass(frozen=True)
+class UnquarantineNode:
+    """Uncordon a healthy quarantined node and make it a spare of the job again."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    name: str
+    force: bool = False  # grace period 0: the node's kubelet is gone
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class EnsureService:
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    type: str  # "Normal" | "Warning"
+    reason: str  # PascalCase, machine-readable
+    message: str  # for people
+
+
+Action = (
+    ClaimNode
+    | SetNodeRole
+    | ReleaseNode
+    | QuarantineNode
+    | UnquarantineNode
+    | CreatePod
+    | DeletePod
+    | EnsureService
+    | EmitEvent
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The result of one decision: actions in order, the status to write, and when to look again."""
+
+    actions: tuple[Action, ...]
+    status: TrainingJobStatus
+    requeue_after: float | None = None  # seconds; None: wait for the next event or resync
+    finished: bool = False  # the job holds nothing any more (deletion may proceed)

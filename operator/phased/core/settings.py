@@ -1,0 +1,124 @@
+"""Operator settings: how GPU types map to nodes, what a GPU-hour costs, operator defaults.
+
+One documented place: a YAML file (``PHASED_SETTINGS_FILE``, mounted from the Helm chart's
+ConfigMap) read at start-up, with a few environment overrides (``PHASED_*``). Validated with
+a clear message before the operator starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from phased.api.durations import DURATION_PATTERN
+from phased.api.v1alpha1 import GPUType
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message says which key and why."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class GPUTypeSettings(_Model):
+    """How to recognise nodes of one GPU type, and what one of its GPU-hours costs."""
+
+    node_labels: dict[str, str] = Field(min_length=1)
+    resource: str = Field(min_length=1)
+    price_per_gpu_hour: float = Field(ge=0)
+
+
+class CPUSettings(_Model):
+    """Nodes for CPU-only phases: labels they must carry (none: any node without GPUs)."""
+
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    price_per_node_hour: float = Field(default=0.0, ge=0)
+
+
+class WorkerPolicy(_Model):
+    """What worker templates may ask for; anything else makes the job InvalidSpec."""
+
+    allow_privileged: bool = False
+    allow_host_path: bool = False
+    allowed_image_prefixes: list[str] = Field(default_factory=list)  # empty: any image
+    service_account: str = ""  # empty: the namespace's default, with no token mounted
+
+
+def _default_gpu_types() -> dict[GPUType, GPUTypeSettings]:
+    return {
+        GPUType.H100: GPUTypeSettings(
+            node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            resource="nvidia.com/gpu",
+            price_per_gpu_hour=2.50,
+        ),
+        GPUType.H200: GPUTypeSettings(
+            node_labels={"nvidia.com/gpu.product": "NVIDIA-H200"},
+            resource="nvidia.com/gpu",
+            price_per_gpu_hour=3.50,
+        ),
+        GPUType.ASCEND_910B: GPUTypeSettings(
+            node_labels={"accelerator": "huawei-Ascend910B"},
+            resource="huawei.com/Ascend910",
+            price_per_gpu_hour=1.80,
+        ),
+    }
+
+
+class Settings(_Model):
+    gpu_types: dict[GPUType, GPUTypeSettings] = Field(default_factory=_default_gpu_types)
+    cpu: CPUSettings = Field(default_factory=CPUSettings)
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    workers: WorkerPolicy = Field(default_factory=WorkerPolicy)
+    # A periodic reconcile of every job, even when nothing changed.
+    resync_interval: str = Field(default="30s", pattern=DURATION_PATTERN)
+    # Nodes are relisted this often, to catch deletions missed while a watch was down.
+    node_relist_interval: str = Field(default="5m", pattern=DURATION_PATTERN)
+    metrics_port: int = Field(default=8080, ge=1, le=65535)
+    health_port: int = Field(default=8081, ge=1, le=65535)
+    # A label selector limiting which Nodes the operator watches (empty: all).
+    node_selector: str = ""
+
+    def gpu_resources(self) -> set[str]:
+        return {g.resource for g in self.gpu_types.values()}
+
+
+def load_settings(
+    text: str | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Build settings from YAML ``text`` (may be empty) and ``PHASED_*`` overrides in ``env``."""
+    data: dict[str, Any] = {}
+    if text:
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SettingsError(f"settings file is not valid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise SettingsError("settings file must hold a mapping at the top level")
+        data = dict(loaded or {})
+    env = env or {}
+    overrides = {
+        "PHASED_METRICS_PORT": "metricsPort",
+        "PHASED_HEALTH_PORT": "healthPort",
+        "PHASED_RESYNC_INTERVAL": "resyncInterval",
+        "PHASED_NODE_SELECTOR": "nodeSelector",
+        "PHASED_CURRENCY": "currency",
+    }
+    for var, key in overrides.items():
+        if var in env:
+            data[key] = env[var]
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise SettingsError(f"invalid settings: {problems}") from exc
