@@ -32,7 +32,7 @@ def parse_duration(text: str) -> int:
 
 def format_duration(seconds: float) -> str:
     """Format seconds compactly for people, e.g. ``3725`` → ``1h2m5s``; ``0`` → ``0s``."""
-    remaining = max(0, int(round(seconds)))
+    remaining = max(0, round(seconds))
     if remaining == 0:
         return "0s"
     parts: list[str] = []

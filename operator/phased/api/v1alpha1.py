@@ -8,7 +8,7 @@ models re-check everything in the operator and in ``phased plan``.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -104,7 +104,14 @@ class FailureReason(StrEnum):
 
 
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, min_length=2, max_length=32)]
-Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i)?$")]
+Quantity = Annotated[
+    str, Field(pattern=r"^[0-9]+(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i)?$", max_length=64)
+]
+# A container image reference: no spaces; the registry decides the rest.
+IMAGE_PATTERN = r"^[^\s]+$"
+MAX_JOB_NAME = 30
+# DNS-1123 label, kept short (see PHASE_NAME_PATTERN): "<job>-<phase>-<rank>" fits in 63.
+JOB_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$"
 
 
 class _Model(BaseModel):
@@ -126,14 +133,25 @@ class Resources(_Model):
 class WorkerTemplate(_Model):
     """The worker container; phase templates override the job's field by field."""
 
-    image: str | None = Field(default=None, min_length=1, max_length=512)
-    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=64)
+    image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
+    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64
+    )
     args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
     env: list[EnvVar] | None = Field(default=None, max_length=128)
     resources: Resources | None = None
     annotations: dict[str, Annotated[str, Field(max_length=1024)]] | None = Field(
         default=None, max_length=32
     )
+
+    @field_validator("env")
+    @classmethod
+    def _unique_env_names(cls, value: list[EnvVar] | None) -> list[EnvVar] | None:
+        names = [e.name for e in value or []]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"env names must be unique; repeated: {', '.join(repeated)}")
+        return value
 
     def merged_over(self, base: WorkerTemplate) -> WorkerTemplate:
         """This template with every unset field taken from ``base``; env lists are merged."""
@@ -165,7 +183,7 @@ class Completion(_Model):
 
 
 class Phase(_Model):
-    name: str = Field(pattern=PHASE_NAME_PATTERN)
+    name: str = Field(pattern=PHASE_NAME_PATTERN, max_length=20)
     nodes: NodeRange
     gpu_types: list[GPUType] = Field(default_factory=list, max_length=3)
     gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
@@ -193,6 +211,15 @@ class Phase(_Model):
                 f"phase {self.name!r} is CPU-only (no gpuTypes) but asks for "
                 f"gpusPerNode {self.gpus_per_node}: list gpuTypes or set gpusPerNode 0"
             )
+        if (
+            self.max_duration is not None
+            and self.expected_duration is not None
+            and parse_duration(self.expected_duration) > parse_duration(self.max_duration)
+        ):
+            raise ValueError(
+                f"phase {self.name!r}: expectedDuration ({self.expected_duration}) must not "
+                f"exceed maxDuration ({self.max_duration})"
+            )
         return self
 
     @property
@@ -214,9 +241,9 @@ class MassFailure(_Model):
 
 class FailurePolicy(_Model):
     not_ready_grace: Duration = "30s"
-    gpu_fault_conditions: list[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")]] = (
-        Field(default_factory=lambda: ["GPUXidError", "GPUUnhealthy"], max_length=16)
-    )
+    gpu_fault_conditions: list[
+        Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$", max_length=63)]
+    ] = Field(default_factory=lambda: ["GPUXidError", "GPUUnhealthy"], max_length=16)
     gpu_fault_grace: Duration = "0s"
     gpu_drop_grace: Duration = "10s"
     restart_scope: RestartScope = RestartScope.GANG
@@ -229,7 +256,7 @@ class FailurePolicy(_Model):
 
 class Checkpoint(_Model):
     interval: Duration = "1h"
-    path: str = Field(default="/checkpoints", min_length=1, max_length=1024)
+    path: str = Field(default="/checkpoints", min_length=1, max_length=1024, pattern=r"^/")
 
 
 class TrainingJobSpec(_Model):
@@ -379,6 +406,35 @@ class TrainingJobStatus(_Status):
     def to_k8s(self) -> dict[str, Any]:
         """The status as the API expects it: camelCase keys, no nulls."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole resource, as a person writes it (``phased plan`` and the tests read manifests).
+# ---------------------------------------------------------------------------------------------
+
+
+class ObjectMeta(BaseModel):
+    """The part of ``metadata`` Phased cares about; everything else passes through."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str | None = Field(default=None, pattern=JOB_NAME_PATTERN, max_length=MAX_JOB_NAME)
+    namespace: str | None = None
+
+
+class TrainingJob(_Model):
+    """A whole ``TrainingJob`` manifest: apiVersion, kind, metadata, spec (status optional)."""
+
+    api_version: Literal["phased.dev/v1alpha1"]
+    kind: Literal["TrainingJob"]
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TrainingJobSpec
+    status: TrainingJobStatus | None = None
+
+
+def parse_manifest(raw: dict[str, Any]) -> TrainingJob:
+    """Validate a whole manifest; raises pydantic's ``ValidationError`` on bad input."""
+    return TrainingJob.model_validate(raw)
 
 
 def parse_spec(raw: dict[str, Any]) -> TrainingJobSpec:
