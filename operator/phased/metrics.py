@@ -434,9 +434,11 @@ class Metrics:
             view.running_workers = max(running_workers, 0)
 
         phase = _phase_label(after.phase)
-        # Every reason starts at 0, so that increase() sees the first failure of a job.
+        # Every series starts at 0, so that increase() sees a job's first failure.
         for reason in sorted(_REASONS):
             self._counter_labels(view, "failures", namespace, name, phase, reason)
+        for histogram in self._histograms:
+            self._histogram_labels(view, histogram, namespace, name)
 
         for entry in after.failures:
             if entry.id not in view.counted_failures:
