@@ -348,6 +348,15 @@ class FailureRecord(_Status):
     interruption_seconds: float = 0.0
 
 
+class Suspect(_Status):
+    """A node of the pool that looks broken but whose grace period has not run out yet."""
+
+    node: str
+    reason: str  # a FailureReason value
+    since: str  # when the trouble began (condition transition, or first seen)
+    message: str = ""
+
+
 class Pool(_Status):
     active: list[str] = Field(default_factory=list)
     spares: list[str] = Field(default_factory=list)
@@ -402,6 +411,14 @@ class TrainingJobStatus(_Status):
     accounting: Accounting = Field(default_factory=Accounting)
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
+    # GPU type ("" for CPU) -> nodes still missing before the current phase can start; other
+    # jobs' reconcilers read it to hand free nodes out fairly.
+    waiting_for: dict[str, int] = Field(default_factory=dict)
+    # Nodes under suspicion, with when the trouble began (the only record of a GPU-capacity
+    # drop's start, which no node condition carries).
+    suspects: list[Suspect] = Field(default_factory=list)
+    # Restarts caused by workers failing on healthy nodes: the ones restartBudget limits.
+    worker_restarts: int = 0
 
     def to_k8s(self) -> dict[str, Any]:
         """The status as the API expects it: camelCase keys, no nulls."""

@@ -1,0 +1,475 @@
+"""TrainingJobs that must be rejected, and a few edge cases that must be accepted.
+
+Each invalid case is ``(id, manifest, model_error, api_error)``:
+
+- ``model_error`` is a substring of what the models report, as
+  :func:`phased.api.errors.explain` formats it (``<field path>: <message>`` lines);
+- ``api_error`` is a substring of the API server's rejection when the manifest is applied with
+  the CRD in ``crds/`` installed: a schema error as kube-apiserver phrases it, or the CRD's
+  CEL message verbatim.
+
+Every case is one small change to :func:`valid_job`, so each fails for exactly one reason.
+The table is plain data: the end-to-end suite applies the same cases to a real API server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+Manifest = dict[str, Any]
+
+
+class InvalidCase(NamedTuple):
+    id: str
+    manifest: Manifest
+    model_error: str
+    api_error: str
+
+
+class ValidCase(NamedTuple):
+    id: str
+    manifest: Manifest
+
+
+def valid_job() -> Manifest:
+    """A small valid job: a CPU-only phase, then a GPU phase; the image on the job template."""
+    return {
+        "apiVersion": "phased.dev/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "llm", "namespace": "default"},
+        "spec": {
+            "template": {"image": "busybox:1.36"},
+            "phases": [
+                {"name": "preprocess", "nodes": {"min": 2, "max": 3}},
+                {
+                    "name": "train",
+                    "nodes": {"min": 8, "max": 10},
+                    "gpuTypes": ["H100", "H200"],
+                    "gpusPerNode": 8,
+                },
+            ],
+        },
+    }
+
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _steps(path: str) -> list[str | int]:
+    return [name if name else int(index) for name, index in _STEP.findall(path)]
+
+
+def _set(path: str, value: Any) -> Callable[[Manifest], None]:
+    def edit(doc: Manifest) -> None:
+        *parents, last = _steps(path)
+        node: Any = doc
+        for step in parents:
+            if isinstance(step, str) and step not in node:
+                node[step] = {}
+            node = node[step]
+        node[last] = value
+
+    return edit
+
+
+def _drop(path: str) -> Callable[[Manifest], None]:
+    def edit(doc: Manifest) -> None:
+        *parents, last = _steps(path)
+        node: Any = doc
+        for step in parents:
+            node = node[step]
+        del node[last]
+
+    return edit
+
+
+def job(*edits: Callable[[Manifest], None]) -> Manifest:
+    """:func:`valid_job` with ``edits`` applied in order."""
+    doc = valid_job()
+    for edit in edits:
+        edit(doc)
+    return doc
+
+
+def _phase(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "nodes": {"min": 1, "max": 1}, **fields}
+
+
+PHASE_PATTERN = "'^[a-z]([-a-z0-9]{0,18}[a-z0-9])?$'"
+GPU_TYPES = '"H100", "H200", "Ascend910B"'
+
+INVALID_CASES: list[InvalidCase] = [
+    # --- node counts -------------------------------------------------------------------------
+    InvalidCase(
+        "a phase cannot run on zero nodes",
+        job(_set("spec.phases[0].nodes.min", 0)),
+        "spec.phases[0].nodes.min: Input should be greater than or equal to 1",
+        "spec.phases[0].nodes.min in body should be greater than or equal to 1",
+    ),
+    InvalidCase(
+        "a negative node count is refused",
+        job(_set("spec.phases[0].nodes.min", -1)),
+        "spec.phases[0].nodes.min: Input should be greater than or equal to 1",
+        "spec.phases[0].nodes.min in body should be greater than or equal to 1",
+    ),
+    InvalidCase(
+        "a pool larger than 5000 nodes is refused",
+        job(_set("spec.phases[1].nodes.max", 5001)),
+        "spec.phases[1].nodes.max: Input should be less than or equal to 5000",
+        "spec.phases[1].nodes.max in body should be less than or equal to 5000",
+    ),
+    InvalidCase(
+        "the minimum node count may not exceed the maximum",
+        job(_set("spec.phases[1].nodes", {"min": 12, "max": 10})),
+        "spec.phases[1].nodes: nodes.min (12) must not exceed nodes.max (10)",
+        "nodes.min (12) must not exceed nodes.max (10)",
+    ),
+    InvalidCase(
+        "a phase must say how many nodes it needs",
+        job(_drop("spec.phases[0].nodes")),
+        "spec.phases[0].nodes: Field required",
+        "spec.phases[0].nodes: Required value",
+    ),
+    InvalidCase(
+        "a node range needs a maximum",
+        job(_drop("spec.phases[1].nodes.max")),
+        "spec.phases[1].nodes.max: Field required",
+        "spec.phases[1].nodes.max: Required value",
+    ),
+    InvalidCase(
+        "a node count is a number, not a word",
+        job(_set("spec.phases[1].nodes.max", "ten")),
+        "spec.phases[1].nodes.max: Input should be a valid integer",
+        "spec.phases[1].nodes.max in body must be of type integer",
+    ),
+    # --- the list of phases ------------------------------------------------------------------
+    InvalidCase(
+        "a job needs phases",
+        job(_drop("spec.phases")),
+        "spec.phases: Field required",
+        "spec.phases: Required value",
+    ),
+    InvalidCase(
+        "a job needs at least one phase",
+        job(_set("spec.phases", [])),
+        "spec.phases: List should have at least 1 item",
+        "spec.phases in body should have at least 1 items",
+    ),
+    InvalidCase(
+        "a job has at most eight phases",
+        job(_set("spec.phases", [_phase(f"p{i}") for i in range(9)])),
+        "spec.phases: List should have at most 8 items",
+        "spec.phases: Too many: 9: must have at most 8 items",
+    ),
+    InvalidCase(
+        "two phases cannot share a name",
+        job(_set("spec.phases[0].name", "train")),
+        "spec: phase names must be unique; repeated: train",
+        "phase names must be unique",
+    ),
+    InvalidCase(
+        "a phase needs a name",
+        job(_drop("spec.phases[0].name")),
+        "spec.phases[0].name: Field required",
+        "spec.phases[0].name: Required value",
+    ),
+    InvalidCase(
+        "a phase name is lowercase",
+        job(_set("spec.phases[1].name", "Train")),
+        "spec.phases[1].name: String should match pattern",
+        f"spec.phases[1].name in body should match {PHASE_PATTERN}",
+    ),
+    InvalidCase(
+        "a phase name cannot end with a hyphen",
+        job(_set("spec.phases[1].name", "train-")),
+        "spec.phases[1].name: String should match pattern",
+        f"spec.phases[1].name in body should match {PHASE_PATTERN}",
+    ),
+    InvalidCase(
+        "a phase name has at most 20 characters",
+        job(_set("spec.phases[1].name", "train-for-a-long-time")),
+        "spec.phases[1].name: String should have at most 20 characters",
+        "spec.phases[1].name: Too long",
+    ),
+    # --- accelerators ------------------------------------------------------------------------
+    InvalidCase(
+        "an unknown GPU type is refused",
+        job(_set("spec.phases[1].gpuTypes", ["H300"])),
+        "spec.phases[1].gpuTypes[0]: Input should be 'H100', 'H200' or 'Ascend910B'",
+        f'spec.phases[1].gpuTypes[0]: Unsupported value: "H300": supported values: {GPU_TYPES}',
+    ),
+    InvalidCase(
+        "GPU types are spelled exactly",
+        job(_set("spec.phases[1].gpuTypes", ["H100", "h200"])),
+        "spec.phases[1].gpuTypes[1]: Input should be 'H100', 'H200' or 'Ascend910B'",
+        f'spec.phases[1].gpuTypes[1]: Unsupported value: "h200": supported values: {GPU_TYPES}',
+    ),
+    InvalidCase(
+        "a GPU type is listed once",
+        job(_set("spec.phases[1].gpuTypes", ["H100", "H100"])),
+        "spec.phases[1].gpuTypes: gpuTypes must not repeat a type",
+        'spec.phases[1].gpuTypes[1]: Duplicate value: "H100"',
+    ),
+    InvalidCase(
+        "a GPU phase must ask for GPUs",
+        job(_drop("spec.phases[1].gpusPerNode")),
+        "but asks for gpusPerNode 0: set gpusPerNode (e.g. 8)",
+        "a phase with gpuTypes must set gpusPerNode to at least 1",
+    ),
+    InvalidCase(
+        "a CPU-only phase cannot ask for GPUs",
+        job(_set("spec.phases[0].gpusPerNode", 8)),
+        "phase 'preprocess' is CPU-only (no gpuTypes) but asks for gpusPerNode 8",
+        "a CPU-only phase (no gpuTypes) must have gpusPerNode 0",
+    ),
+    InvalidCase(
+        "no node has more than 16 GPUs",
+        job(_set("spec.phases[1].gpusPerNode", 17)),
+        "spec.phases[1].gpusPerNode: Input should be less than or equal to 16",
+        "spec.phases[1].gpusPerNode in body should be less than or equal to 16",
+    ),
+    InvalidCase(
+        "a negative GPU count is refused",
+        job(_set("spec.phases[1].gpusPerNode", -8)),
+        "spec.phases[1].gpusPerNode: Input should be greater than or equal to 0",
+        "spec.phases[1].gpusPerNode in body should be greater than or equal to 0",
+    ),
+    # --- worker template ---------------------------------------------------------------------
+    InvalidCase(
+        "every phase needs an image",
+        job(_drop("spec.template")),
+        "phase 'preprocess' has no worker image",
+        "every phase needs a worker image",
+    ),
+    InvalidCase(
+        "an image on one phase does not cover the others",
+        job(_drop("spec.template"), _set("spec.phases[1].template", {"image": "trainer:1"})),
+        "phase 'preprocess' has no worker image",
+        "every phase needs a worker image",
+    ),
+    InvalidCase(
+        "an image reference has no spaces",
+        job(_set("spec.template.image", "busybox 1.36")),
+        "spec.template.image: String should match pattern",
+        "spec.template.image in body should match",
+    ),
+    InvalidCase(
+        "an environment variable name cannot start with a digit",
+        job(_set("spec.template.env", [{"name": "1WORLD", "value": "x"}])),
+        "spec.template.env[0].name: String should match pattern",
+        "spec.template.env[0].name in body should match",
+    ),
+    InvalidCase(
+        "an environment variable is set once",
+        job(_set("spec.template.env", [{"name": "NCCL_DEBUG"}, {"name": "NCCL_DEBUG"}])),
+        "spec.template.env: env names must be unique; repeated: NCCL_DEBUG",
+        "spec.template.env[1]: Duplicate value",
+    ),
+    InvalidCase(
+        "a resource amount is a quantity",
+        job(_set("spec.phases[1].template", {"resources": {"requests": {"memory": "lots"}}})),
+        "spec.phases[1].template.resources.requests.memory: String should match pattern",
+        "spec.phases[1].template.resources.requests.memory in body should match",
+    ),
+    # --- durations ---------------------------------------------------------------------------
+    InvalidCase(
+        "a duration is written with units, not words",
+        job(_set("spec.phases[1].maxDuration", "80 days")),
+        "spec.phases[1].maxDuration: String should match pattern",
+        "spec.phases[1].maxDuration in body should match",
+    ),
+    InvalidCase(
+        "weeks are not a duration unit",
+        job(_set("spec.phases[1].expectedDuration", "10w")),
+        "spec.phases[1].expectedDuration: String should match pattern",
+        "spec.phases[1].expectedDuration in body should match",
+    ),
+    InvalidCase(
+        "a phase is not expected to outlast its limit",
+        job(
+            _set("spec.phases[1].maxDuration", "70d"),
+            _set("spec.phases[1].expectedDuration", "1680h1m"),
+        ),
+        "expectedDuration (1680h1m) must not exceed maxDuration (70d)",
+        "a phase's expectedDuration must not exceed its maxDuration",
+    ),
+    InvalidCase(
+        "a completion mode is one of the known ones",
+        job(_set("spec.phases[1].completion", {"mode": "AnySucceeded"})),
+        "spec.phases[1].completion.mode: Input should be 'AllSucceeded' or 'RankZeroSucceeded'",
+        'spec.phases[1].completion.mode: Unsupported value: "AnySucceeded"',
+    ),
+    # --- spares ------------------------------------------------------------------------------
+    InvalidCase(
+        "at most 200 spares",
+        job(_set("spec.spares", {"count": 201})),
+        "spec.spares.count: Input should be less than or equal to 200",
+        "spec.spares.count in body should be less than or equal to 200",
+    ),
+    InvalidCase(
+        "a negative spare count is refused",
+        job(_set("spec.spares", {"count": -1})),
+        "spec.spares.count: Input should be greater than or equal to 0",
+        "spec.spares.count in body should be greater than or equal to 0",
+    ),
+    InvalidCase(
+        "spares are reserved or preemptible",
+        job(_set("spec.spares", {"count": 2, "whileIdle": "Shared"})),
+        "spec.spares.whileIdle: Input should be 'Reserved' or 'Preemptible'",
+        'spec.spares.whileIdle: Unsupported value: "Shared"',
+    ),
+    # --- failure policy ----------------------------------------------------------------------
+    InvalidCase(
+        "a NotReady grace longer than a day is refused",
+        job(_set("spec.failurePolicy", {"notReadyGrace": "2d"})),
+        "failurePolicy.notReadyGrace must be at most 1d, got 2d",
+        "failurePolicy.notReadyGrace must be at most 1d",
+    ),
+    InvalidCase(
+        "a GPU-drop grace longer than a day is refused",
+        job(_set("spec.failurePolicy", {"gpuDropGrace": "24h1s"})),
+        "failurePolicy.gpuDropGrace must be at most 1d, got 24h1s",
+        "failurePolicy.gpuDropGrace must be at most 1d",
+    ),
+    InvalidCase(
+        "the restart scope is Gang or Worker",
+        job(_set("spec.failurePolicy", {"restartScope": "Node"})),
+        "spec.failurePolicy.restartScope: Input should be 'Gang' or 'Worker'",
+        'spec.failurePolicy.restartScope: Unsupported value: "Node"',
+    ),
+    InvalidCase(
+        "the restart budget is bounded",
+        job(_set("spec.failurePolicy", {"restartBudget": 10001})),
+        "spec.failurePolicy.restartBudget: Input should be less than or equal to 10000",
+        "spec.failurePolicy.restartBudget in body should be less than or equal to 10000",
+    ),
+    InvalidCase(
+        "the mass-failure breaker cannot trip at zero percent",
+        job(_set("spec.failurePolicy", {"massFailure": {"maxFailedPercent": 0}})),
+        "spec.failurePolicy.massFailure.maxFailedPercent: Input should be greater than or equal"
+        " to 1",
+        "spec.failurePolicy.massFailure.maxFailedPercent in body should be greater than or "
+        "equal to 1",
+    ),
+    InvalidCase(
+        "a share of the pool is at most 100 percent",
+        job(_set("spec.failurePolicy", {"massFailure": {"maxFailedPercent": 101}})),
+        "spec.failurePolicy.massFailure.maxFailedPercent: Input should be less than or equal to"
+        " 100",
+        "spec.failurePolicy.massFailure.maxFailedPercent in body should be less than or equal "
+        "to 100",
+    ),
+    InvalidCase(
+        "a returning node is quarantined or returned to the spares",
+        job(_set("spec.failurePolicy", {"nodeReturn": "Release"})),
+        "spec.failurePolicy.nodeReturn: Input should be 'Quarantine' or 'ReturnToSpares'",
+        'spec.failurePolicy.nodeReturn: Unsupported value: "Release"',
+    ),
+    InvalidCase(
+        "a GPU-fault condition is a condition type",
+        job(_set("spec.failurePolicy", {"gpuFaultConditions": ["GPU Xid"]})),
+        "spec.failurePolicy.gpuFaultConditions[0]: String should match pattern",
+        "spec.failurePolicy.gpuFaultConditions[0] in body should match",
+    ),
+    # --- checkpoints, priority, name ---------------------------------------------------------
+    InvalidCase(
+        "checkpoints at most every minute",
+        job(_set("spec.checkpoint", {"interval": "30s"})),
+        "spec: checkpoint.interval must be at least 1m",
+        "checkpoint.interval must be at least 1m",
+    ),
+    InvalidCase(
+        "the checkpoint path is absolute",
+        job(_set("spec.checkpoint", {"path": "checkpoints"})),
+        "spec.checkpoint.path: String should match pattern '^/'",
+        "spec.checkpoint.path in body should match '^/'",
+    ),
+    InvalidCase(
+        "priority is bounded",
+        job(_set("spec.priority", 1001)),
+        "spec.priority: Input should be less than or equal to 1000",
+        "spec.priority in body should be less than or equal to 1000",
+    ),
+    InvalidCase(
+        "priority is a number",
+        job(_set("spec.priority", "high")),
+        "spec.priority: Input should be a valid integer",
+        "spec.priority in body must be of type integer",
+    ),
+    InvalidCase(
+        "a job name leaves room for phase and rank in pod names",
+        job(_set("metadata.name", "a-very-long-training-job-name-x")),
+        "metadata.name: String should have at most 30 characters",
+        "metadata.name must be a DNS label of at most 30 characters",
+    ),
+]
+
+
+VALID_CASES: list[ValidCase] = [
+    ValidCase("the small valid job", valid_job()),
+    ValidCase(
+        "one phase on one node",
+        job(_set("spec.phases", [_phase("train")])),
+    ),
+    ValidCase(
+        "eight phases",
+        job(_set("spec.phases", [_phase(f"p{i}") for i in range(8)])),
+    ),
+    ValidCase(
+        "the largest pool, 16 GPUs a node",
+        job(
+            _set("spec.phases[1].nodes", {"min": 5000, "max": 5000}),
+            _set("spec.phases[1].gpusPerNode", 16),
+        ),
+    ),
+    ValidCase(
+        "names at their limits",
+        job(
+            _set("metadata.name", "a" * 30),
+            _set("spec.phases[0].name", "p"),
+            _set("spec.phases[1].name", "a" * 19 + "z"),
+        ),
+    ),
+    ValidCase(
+        "the image only on each phase",
+        job(
+            _drop("spec.template"),
+            _set("spec.phases[0].template", {"image": "prep:1"}),
+            _set("spec.phases[1].template", {"image": "trainer:1"}),
+        ),
+    ),
+    ValidCase(
+        "durations at their limits",
+        job(
+            _set("spec.phases[1].maxDuration", "70d"),
+            _set("spec.phases[1].expectedDuration", "1680h"),
+            _set("spec.failurePolicy", {"notReadyGrace": "1d", "gpuDropGrace": "23h59m60s"}),
+            _set("spec.checkpoint", {"interval": "60s"}),
+        ),
+    ),
+    ValidCase(
+        "every GPU type, every knob set",
+        job(
+            _set("spec.phases[1].gpuTypes", ["Ascend910B", "H200", "H100"]),
+            _set("spec.phases[1].completion", {"mode": "RankZeroSucceeded"}),
+            _set("spec.spares", {"count": 200, "whileIdle": "Preemptible"}),
+            _set(
+                "spec.failurePolicy",
+                {
+                    "restartScope": "Worker",
+                    "restartBudget": 0,
+                    "nodeReturn": "ReturnToSpares",
+                    "massFailure": {"maxFailedPercent": 100, "window": "1m"},
+                    "gpuFaultConditions": [],
+                },
+            ),
+            _set("spec.priority", -1000),
+            _set(
+                "spec.template.resources",
+                {"requests": {"cpu": "96", "memory": "1500Gi"}, "limits": {"cpu": "500m"}},
+            ),
+        ),
+    ),
+]
