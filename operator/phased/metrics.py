@@ -5,10 +5,12 @@ registry at start-up (and tests call it with a fresh ``CollectorRegistry`` each)
 
 Conventions: one ``phased_`` prefix; base units (seconds, ratios 0-1; GPU time is counted in
 GPU-seconds); counters end in ``_total``, durations in ``_seconds``. Labels are bounded:
-``namespace``, ``job``, ``phase`` (at most 8 per job), ``role`` (active/spare/quarantined),
-``gpu_type`` (the accelerator types, ``none`` or ``other``), ``reason`` (the failure reasons or
-``Other``), ``state`` (the job states), ``verb`` and ``resource``. Never a pod, node or UID:
-those grow without bound over a 100-day run.
+``namespace``, ``trainingjob`` (the job's name), ``phase`` (at most 8 per job), ``role``
+(active/spare/quarantined), ``gpu_type`` (the accelerator types, ``none`` or ``other``),
+``reason`` (the failure reasons or ``Other``), ``state`` (the job states), ``verb`` and
+``resource``. Never a pod, node or UID: those grow without bound over a 100-day run. The job's
+label is ``trainingjob``, not ``job``: Prometheus gives every scraped series a ``job`` label
+of its own (the scrape job) and would rename ours to ``exported_job``.
 
 Two kinds of per-job series:
 
@@ -60,7 +62,7 @@ OTHER_REASON = "Other"
 
 _GPU_TYPES = frozenset(t.value for t in GPUType)
 _REASONS = frozenset(r.value for r in FailureReason)
-_JOB = ("namespace", "job")
+_JOB = ("namespace", "trainingjob")
 
 
 def _phase_label(name: str | None) -> str:

@@ -47,4 +47,4 @@ def test_series_grow_with_jobs_and_shrink_when_they_are_forgotten() -> None:
     for i in range(20):
         metrics.forget_job("ns", f"job-{i}")
     assert len(samples(registry)) == empty
-    assert not [s for s in samples(registry) if s.labels.get("job", "").startswith("job-")]
+    assert not [s for s in samples(registry) if s.labels.get("trainingjob", "").startswith("job-")]

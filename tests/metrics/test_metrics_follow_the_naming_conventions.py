@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.metrics.statuses import exposition, failure, fresh, training_status
 
 ALLOWED_LABELS = {
-    "namespace", "job", "phase", "role", "gpu_type", "reason", "state", "verb", "resource",
+    "namespace", "trainingjob", "phase", "role", "gpu_type", "reason", "state", "verb", "resource",
     "le",  # histogram buckets
 }  # fmt: skip
 # Units Prometheus recommends against (use the base unit instead).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.metrics.statuses import failure, fresh, training_status, value
 
-JOB = {"namespace": "research", "job": "llm"}
+JOB = {"namespace": "research", "trainingjob": "llm"}
 
 
 def test_a_new_failure_is_counted_exactly_once() -> None:
