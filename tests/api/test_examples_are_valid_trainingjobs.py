@@ -1,0 +1,62 @@
+"""Every manifest in examples/ is a valid TrainingJob, for the models and the CRD schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from phased.api.v1alpha1 import TrainingJob, parse_manifest
+from tests.api.schema_walk import REPO
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert len(docs) == 1, f"{path.name} holds one TrainingJob"
+    doc: dict[str, Any] = docs[0]
+    return doc
+
+
+def test_the_documented_examples_exist() -> None:
+    assert {p.name for p in EXAMPLES} >= {
+        "training-100b.yaml",
+        "small.yaml",
+        "cpu-preprocess.yaml",
+        "ascend-910b.yaml",
+    }
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_the_example_validates(path: Path) -> None:
+    job = parse_manifest(_load(path))
+    assert job.metadata.name
+    assert all(p.expected_duration for p in job.spec.phases), "plan needs expected durations"
+
+
+def _phase_nodes(job: TrainingJob, name: str) -> tuple[int, int]:
+    phase = next(p for p in job.spec.phases if p.name == name)
+    return phase.nodes.min, phase.nodes.max
+
+
+def test_the_100b_example_has_the_fields_numbers() -> None:
+    job = parse_manifest(_load(REPO / "examples" / "training-100b.yaml"))
+    assert [p.name for p in job.spec.phases] == ["preprocess", "initialize", "train", "validate"]
+    assert _phase_nodes(job, "preprocess") == (30, 40)
+    assert _phase_nodes(job, "initialize") == (80, 100)
+    assert _phase_nodes(job, "train") == (100, 120)
+    assert _phase_nodes(job, "validate") == (50, 80)
+    assert [p.expected_duration for p in job.spec.phases] == ["12d", "7d", "70d", "12d"]
+    assert job.spec.spares.count == 10
+
+
+def test_the_small_example_fits_the_local_cluster() -> None:
+    job = parse_manifest(_load(REPO / "examples" / "small.yaml"))
+    spares = job.spec.spares.count
+    assert max(p.nodes.max for p in job.spec.phases) + spares <= 16  # 16 H100 nodes
+    for phase in job.spec.phases:
+        annotations = job.spec.worker_template(phase).annotations or {}
+        assert "sim.phased.dev/succeed-after" in annotations
