@@ -25,6 +25,8 @@ ANNOTATION_CLAIMED_AT = f"{PREFIX}/claimed-at"
 LABEL_PHASE = f"{PREFIX}/phase"
 LABEL_RANK = f"{PREFIX}/rank"
 LABEL_GENERATION = f"{PREFIX}/restart-generation"
+LABEL_ATTEMPT = f"{PREFIX}/attempt"  # replacements of one rank within a generation: 1, 2, ...
+LABEL_WORLD_SIZE = f"{PREFIX}/world-size"  # the generation's world size, read back by decide
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "phased"
 

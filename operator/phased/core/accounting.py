@@ -1,0 +1,179 @@
+"""GPU-hours, cost, utilization and interruption time: the numbers a finance team sees.
+
+Accounting runs on every decide, over the interval from ``status.accounting.accounted_at``
+to ``now``, with the pool as observed at the start of the call (the first call only sets
+``accounted_at``). Per interval:
+
+* active GPU-hours = active nodes x gpusPerNode x hours; spare GPU-hours likewise;
+* busy GPU-hours = Running workers x gpusPerNode x hours;
+* cost = (active + spare) GPU-hours x the type's price per GPU-hour; a CPU phase costs
+  node-hours x ``cpu.pricePerNodeHour`` and adds no GPU-hours.
+
+Utilization (percent): allocation = busy / (active + spare); active = busy / active;
+current = GPUs running a worker now / GPUs reserved now. CPU phases are not counted.
+
+Interruptions run from a failure's ``detected`` to its ``resumed`` (now while still open);
+overlapping ones are merged, so concurrent failures are never counted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from phased.api.durations import format_duration, parse_duration
+from phased.api.v1alpha1 import (
+    Accounting,
+    FailureRecord,
+    GPUType,
+    Interruption,
+    PhaseRecord,
+    TrainingJobSpec,
+    Utilization,
+)
+from phased.core.pools import CPU_TYPE, type_keys
+from phased.core.settings import Settings
+from phased.core.times import format_time, parse_time
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the job held and ran, as counted for one interval."""
+
+    active_nodes: int
+    spare_nodes: int
+    running_workers: int
+    gpus_per_node: int
+    type_key: str  # CPU_TYPE for a CPU phase
+
+
+def _price(type_key: str, settings: Settings) -> float:
+    if type_key == CPU_TYPE:
+        return settings.cpu.price_per_node_hour
+    conf = settings.gpu_types.get(GPUType(type_key))
+    return conf.price_per_gpu_hour if conf is not None else 0.0
+
+
+@dataclass(frozen=True)
+class Slice:
+    active_gpu_hours: float
+    spare_gpu_hours: float
+    busy_gpu_hours: float
+    cost: float
+
+    @classmethod
+    def of(cls, usage: Usage, seconds: float, settings: Settings) -> Slice:
+        hours = seconds / HOUR
+        price = _price(usage.type_key, settings)
+        if usage.type_key == CPU_TYPE:
+            node_hours = (usage.active_nodes + usage.spare_nodes) * hours
+            return cls(0.0, 0.0, 0.0, node_hours * price)
+        gpus = usage.gpus_per_node * hours
+        active = usage.active_nodes * gpus
+        spare = usage.spare_nodes * gpus
+        return cls(active, spare, usage.running_workers * gpus, (active + spare) * price)
+
+
+def add_to_phase(record: PhaseRecord, part: Slice) -> PhaseRecord:
+    return record.model_copy(
+        update={
+            "active_gpu_hours": record.active_gpu_hours + part.active_gpu_hours,
+            "spare_gpu_hours": record.spare_gpu_hours + part.spare_gpu_hours,
+            "busy_gpu_hours": record.busy_gpu_hours + part.busy_gpu_hours,
+            "gpu_hours": record.gpu_hours + part.active_gpu_hours + part.spare_gpu_hours,
+            "cost": record.cost + part.cost,
+        }
+    )
+
+
+def add_to_job(acc: Accounting, part: Slice, now: datetime, currency: str) -> Accounting:
+    return acc.model_copy(
+        update={
+            "active_gpu_hours": acc.active_gpu_hours + part.active_gpu_hours,
+            "spare_gpu_hours": acc.spare_gpu_hours + part.spare_gpu_hours,
+            "busy_gpu_hours": acc.busy_gpu_hours + part.busy_gpu_hours,
+            "gpu_hours": acc.gpu_hours + part.active_gpu_hours + part.spare_gpu_hours,
+            "cost": acc.cost + part.cost,
+            "currency": currency,
+            "accounted_at": format_time(now),
+        }
+    )
+
+
+def _percent(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
+
+
+def utilization(acc: Accounting, usage: Usage) -> Utilization:
+    reserved_now = (usage.active_nodes + usage.spare_nodes) * usage.gpus_per_node
+    running_now = usage.running_workers * usage.gpus_per_node
+    return Utilization(
+        allocation=_percent(acc.busy_gpu_hours, acc.active_gpu_hours + acc.spare_gpu_hours),
+        active=_percent(acc.busy_gpu_hours, acc.active_gpu_hours),
+        current=_percent(running_now, reserved_now) if usage.type_key != CPU_TYPE else 0.0,
+    )
+
+
+def estimate_remaining_cost(
+    spec: TrainingJobSpec,
+    phase_index: int,
+    elapsed_in_phase: float,
+    chosen_type: str | None,
+    settings: Settings,
+) -> float:
+    """Cost of the rest of the run: each remaining phase's ``expectedDuration`` (the current
+    phase: what is left of it) at ``nodes.max`` plus the spares, at the price of the current
+    phase's chosen type or each later phase's first preference. Phases without an expected
+    duration add nothing."""
+    total = 0.0
+    for index, phase in enumerate(spec.phases):
+        if index < phase_index or phase.expected_duration is None:
+            continue
+        seconds = float(parse_duration(phase.expected_duration))
+        if index == phase_index:
+            seconds = max(0.0, seconds - elapsed_in_phase)
+        key = chosen_type if index == phase_index and chosen_type is not None else None
+        key = key if key is not None else type_keys(phase)[0]
+        nodes = phase.nodes.max + spec.spares.count
+        per_node = phase.gpus_per_node if key != CPU_TYPE else 1
+        total += nodes * per_node * seconds / HOUR * _price(key, settings)
+    return round(total, 2)
+
+
+def interruption(
+    ledger: Sequence[FailureRecord], budget: str, now: datetime, end: datetime | None = None
+) -> Interruption:
+    """Merged interruption time over the ledger (open entries run to ``end`` or ``now``)."""
+    stop = end or now
+    spans: list[tuple[datetime, datetime]] = []
+    for record in ledger:
+        start = parse_time(record.detected)
+        if start is None:
+            continue
+        finish = parse_time(record.resumed) or stop
+        if finish > start:
+            spans.append((start, finish))
+    spans.sort()
+    used = 0.0
+    open_since: datetime | None = None
+    current: tuple[datetime, datetime] | None = None
+    for start, finish in spans:
+        if current is not None and start <= current[1]:
+            current = (current[0], max(current[1], finish))
+            continue
+        if current is not None:
+            used += (current[1] - current[0]).total_seconds()
+        current = (start, finish)
+    if current is not None:
+        used += (current[1] - current[0]).total_seconds()
+        if end is None and any(r.resumed is None for r in ledger) and current[1] >= now:
+            open_since = current[0]
+    return Interruption(
+        used_seconds=round(used, 3),
+        budget_seconds=float(parse_duration(budget)),
+        used=format_duration(used),
+        open_since=format_time(open_since) if open_since is not None else None,
+    )

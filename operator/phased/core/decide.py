@@ -1,0 +1,302 @@
+"""``decide``: snapshot + settings + now → plan. The one entry point of the pure core.
+
+Order of one call for a valid, live job: account the interval since the last call; recover
+ledger entries from quarantine notes; find the position (phase, generation) from status and
+pods; time-out and completion checks (possibly advancing several phases); failure detection
+and quarantine; keep the running generation whole (promote, restart); take healed nodes
+back; size the pool and start the next generation; then interruption, conditions, summary.
+
+Deletion (``job.deleting``): every worker is deleted explicitly (owner references would
+cascade, but the pods must leave the nodes before the nodes are given back) and every
+active and spare node is released. Quarantined nodes are *not* released: they keep their
+``phased.dev/job-uid`` label, role ``quarantined``, cordon and quarantine note (which names
+the job), outliving the job, so no other job gets a broken node and a person can see where
+it came from. ``Plan.finished`` becomes True once the job holds no active or spare node and
+none of its pods is still running (pods already terminating are left to finish).
+
+Finished jobs (Succeeded or Failed) likewise stop their workers and release their active
+and spare nodes; ``Plan.finished`` is True once they hold none.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from phased.api.v1alpha1 import JobState, NodeRole, PhaseState, TrainingJobStatus
+from phased.core import accounting
+from phased.core.conditions import ConditionType, set_condition
+from phased.core.draft import WARNING, Draft
+from phased.core.model import CreatePod, DeletePod, EmitEvent, Plan, PodPhase, ReleaseNode, Snapshot
+from phased.core.phases import (
+    TERMINAL,
+    advance,
+    derive_position,
+    fail,
+    generation_pods,
+    live,
+    phase_complete,
+    settle,
+    timed_out,
+    world_of,
+)
+from phased.core.pools import CPU_TYPE
+from phased.core.recovery import handle_failures, recover_ledger, return_healed, tend_generation
+from phased.core.settings import Settings
+from phased.core.sizing import phase_type, size_and_start
+from phased.core.times import format_time, parse_time, seconds_between
+from phased.core.validate import spec_problems
+
+
+def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
+    """Decide what to do about one TrainingJob. Pure: reads only its arguments.
+
+    No clock, no API, no I/O: the same snapshot, settings and ``now`` always give the same
+    plan, and a plan whose actions the cluster has absorbed leads to a plan with nothing
+    new. The effects — claiming and releasing nodes, pods, the Service, events, the status
+    write and the requeue — are performed by :mod:`phased.reconcile`, which applies
+    ``Plan.actions`` in order through the kube layer and then writes ``Plan.status`` once.
+    """
+    if snapshot.job.deleting:
+        return _deleting(snapshot, now)
+    spec = snapshot.spec
+    if spec is None:
+        return _invalid(snapshot, snapshot.spec_error or "the spec could not be read", now)
+    problems = spec_problems(spec, settings)
+    if problems:
+        return _invalid(snapshot, "; ".join(problems), now)
+    draft = Draft.for_snapshot(snapshot, spec, settings, now)
+    _start(draft)
+    recover_ledger(draft)
+    if draft.status.state in TERMINAL:
+        _account(draft)
+        return _finish(draft, finished=settle(draft))
+    derive_position(draft)
+    _account(draft)
+    if timed_out(draft):
+        fail(
+            draft,
+            "PhaseTimedOut",
+            f"phase {draft.phase.name} ran past its maxDuration {draft.phase.max_duration}",
+        )
+        return _finish(draft, finished=settle(draft))
+    while phase_complete(draft):
+        advance(draft)
+        if draft.status.state in TERMINAL:
+            return _finish(draft, finished=settle(draft))
+    type_key = phase_type(draft)
+    handle_failures(draft, type_key)
+    tend_generation(draft)
+    if draft.status.state in TERMINAL:
+        return _finish(draft, finished=settle(draft))
+    return_healed(draft, type_key)
+    size_and_start(draft, type_key)
+    return _finish(draft)
+
+
+def _start(draft: Draft) -> None:
+    if draft.status.start_time is None:
+        draft.set(start_time=format_time(draft.now))
+    draft.condition(ConditionType.INVALID_SPEC, False, "Valid", "")
+    if draft.status.state == JobState.INVALID:
+        draft.set(state=JobState.PENDING, message="")
+
+
+def _account(draft: Draft) -> None:
+    """Charge the interval since ``accounted_at`` to the current phase and the job."""
+    acc = draft.status.accounting
+    last = parse_time(acc.accounted_at)
+    seconds = seconds_between(last, draft.now)
+    type_key = draft.record.gpu_type or (
+        CPU_TYPE if draft.phase.is_cpu_only else draft.phase.gpu_types[0].value
+    )
+    running = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
+    usage = accounting.Usage(
+        active_nodes=len(draft.held(NodeRole.ACTIVE)),
+        spare_nodes=len(draft.held(NodeRole.SPARE)),
+        running_workers=len(running),
+        gpus_per_node=draft.phase.gpus_per_node,
+        type_key=type_key,
+    )
+    part = accounting.Slice.of(usage, seconds, draft.settings)
+    if last is not None:
+        record = accounting.add_to_phase(draft.record, part)
+        if draft.status.state == JobState.WAITING:
+            record = record.model_copy(update={"waiting_seconds": record.waiting_seconds + seconds})
+        draft.records[draft.index] = record
+    acc = accounting.add_to_job(
+        acc,
+        part if last is not None else _ZERO,
+        draft.now,
+        draft.settings.currency,
+    )
+    elapsed = seconds_between(parse_time(draft.record.start_time), draft.now)
+    acc = acc.model_copy(
+        update={
+            "estimated_remaining_cost": accounting.estimate_remaining_cost(
+                draft.spec, draft.index, elapsed, draft.record.gpu_type, draft.settings
+            )
+        }
+    )
+    util = accounting.utilization(acc, usage)
+    draft.set(accounting=acc, utilization=util, utilization_percent=util.allocation)
+
+
+_ZERO = accounting.Slice(0.0, 0.0, 0.0, 0.0)
+
+
+def _mark_resumed(draft: Draft) -> None:
+    """Open failures end when every worker of the running generation is Running again."""
+    touched = any(_is_pod_action(a) for a in draft.actions)
+    pods = live(generation_pods(draft))
+    world = world_of(pods, draft.status.world_size)
+    running = {p.rank for p in pods if p.phase == PodPhase.RUNNING}
+    if touched or world == 0 or not all(r in running for r in range(world)):
+        return
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is None and entry.cordoned is not None:
+            start = parse_time(entry.detected) or draft.now
+            draft.ledger[i] = entry.model_copy(
+                update={
+                    "resumed": format_time(draft.now),
+                    "interruption_seconds": seconds_between(start, draft.now),
+                }
+            )
+
+
+def _is_pod_action(action: object) -> bool:
+    return isinstance(action, CreatePod | DeletePod)
+
+
+def _interruption(draft: Draft) -> None:
+    policy = draft.spec.failure_policy
+    end = parse_time(draft.status.completion_time)
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is None:
+            start = parse_time(entry.detected) or draft.now
+            draft.ledger[i] = entry.model_copy(
+                update={"interruption_seconds": seconds_between(start, end or draft.now)}
+            )
+    spent = accounting.interruption(draft.ledger, policy.interruption_budget, draft.now, end)
+    draft.set(interruption=spent)
+    over = spent.used_seconds > spent.budget_seconds
+    message = (
+        f"interruptions used {spent.used} of the {policy.interruption_budget} budget"
+        if over
+        else ""
+    )
+    draft.condition(
+        ConditionType.INTERRUPTION_BUDGET_EXCEEDED,
+        over,
+        "BudgetExceeded" if over else "WithinBudget",
+        message,
+        WARNING,
+    )
+
+
+def _state(draft: Draft) -> JobState:
+    if draft.status.state in TERMINAL:
+        return draft.status.state
+    if draft.waiting:
+        return JobState.WAITING
+    if any(e.resumed is None for e in draft.ledger) or draft.breaker_nodes:
+        return JobState.RECOVERING
+    created = any(_is_pod_action(a) for a in draft.actions)
+    if live(generation_pods(draft)) or created:
+        return JobState.RUNNING
+    return JobState.PENDING
+
+
+def _finish(draft: Draft, finished: bool = False) -> Plan:
+    if draft.status.state not in TERMINAL:
+        _mark_resumed(draft)
+    _interruption(draft)
+    state = _state(draft)
+    active = draft.held(NodeRole.ACTIVE)
+    spares = draft.held(NodeRole.SPARE)
+    quarantined = sorted(n for n, r in draft.roles.items() if r == NodeRole.QUARANTINED)
+    if state not in TERMINAL:
+        phase_state = {
+            JobState.WAITING: PhaseState.WAITING,
+            JobState.PENDING: PhaseState.PENDING,
+        }.get(state, PhaseState.RUNNING)
+        draft.update_record(
+            state=phase_state,
+            nodes=len(active),
+            max_nodes_seen=max(draft.record.max_nodes_seen, len(active)),
+        )
+    draft.set(
+        state=state,
+        message=draft.status.message if state in TERMINAL else _message(draft, state),
+        active_nodes=len(active),
+        spare_nodes=len(spares),
+        quarantined_nodes=len(quarantined),
+        pool=draft.status.pool.model_copy(
+            update={
+                "active": [n.name for n in active],
+                "spares": [n.name for n in spares],
+                "quarantined": quarantined,
+            }
+        ),
+    )
+    return draft.plan(finished=finished)
+
+
+def _message(draft: Draft, state: JobState) -> str:
+    phase = draft.phase.name
+    if state == JobState.WAITING:
+        for cond in draft.conditions:
+            if cond.type == ConditionType.CAPACITY_SHORT:
+                return cond.message
+    if state == JobState.RECOVERING:
+        return f"phase {phase}: recovering from node failure"
+    if state == JobState.RUNNING:
+        return f"phase {phase} running on {draft.status.world_size} nodes"
+    return f"phase {phase}: preparing the pool"
+
+
+# --- jobs that are not running --------------------------------------------------------------
+
+
+def _invalid(snapshot: Snapshot, error: str, now: datetime) -> Plan:
+    """Invalid spec: say so (condition, one event), touch nothing else."""
+    status = snapshot.status
+    change = set_condition(
+        status.conditions,
+        ConditionType.INVALID_SPEC,
+        True,
+        "InvalidSpec",
+        error,
+        now,
+        snapshot.job.generation,
+    )
+    actions = (EmitEvent(WARNING, "InvalidSpec", error),) if change.flipped else ()
+    new = status.model_copy(
+        update={
+            "state": JobState.INVALID,
+            "message": error,
+            "conditions": list(change.conditions),
+            "observed_generation": snapshot.job.generation,
+        }
+    )
+    return Plan(actions=actions, status=new)
+
+
+def _deleting(snapshot: Snapshot, now: datetime) -> Plan:
+    """Delete the workers, release active and spare nodes; quarantined nodes stay."""
+    del now  # deletion needs no clock; kept for a uniform signature
+    actions: list[DeletePod | ReleaseNode] = []
+    running = [p for p in snapshot.pods if not p.deleting]
+    for pod in running:
+        node = next((n for n in snapshot.nodes if n.name == pod.node_name), None)
+        force = pod.node_name is not None and (node is None or not node.ready)
+        actions.append(DeletePod(pod.name, force=force, reason="TrainingJob deleted"))
+    held = [
+        n
+        for n in snapshot.nodes
+        if n.owner_uid == snapshot.job.uid and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
+    ]
+    actions.extend(ReleaseNode(n.name) for n in held)
+    status: TrainingJobStatus = snapshot.status.model_copy(
+        update={"observed_generation": snapshot.job.generation}
+    )
+    return Plan(actions=tuple(actions), status=status, finished=not held and not running)

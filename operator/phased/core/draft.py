@@ -1,0 +1,163 @@
+"""The working state of one decide call: actions so far, the status being built, roles.
+
+A :class:`Draft` is mutable and lives only inside :func:`phased.core.decide.decide`; what
+leaves decide is the frozen :class:`~phased.core.model.Plan` made by :meth:`Draft.plan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from phased.api.v1alpha1 import (
+    Condition,
+    FailureRecord,
+    NodeRole,
+    Phase,
+    PhaseRecord,
+    TrainingJobSpec,
+    TrainingJobStatus,
+)
+from phased.core import conditions as conds
+from phased.core.model import (
+    Action,
+    ClaimNode,
+    EmitEvent,
+    NodeInfo,
+    Plan,
+    PodInfo,
+    Snapshot,
+)
+from phased.core.settings import Settings
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+
+@dataclass
+class Draft:
+    snap: Snapshot
+    spec: TrainingJobSpec
+    settings: Settings
+    now: datetime
+    status: TrainingJobStatus
+    records: list[PhaseRecord]
+    ledger: list[FailureRecord]
+    conditions: tuple[Condition, ...]
+    nodes: dict[str, NodeInfo]
+    roles: dict[str, NodeRole]  # the job's nodes, roles as they will be after the actions
+    actions: list[Action] = field(default_factory=list)
+    wake: list[float] = field(default_factory=list)
+    waiting: bool = False
+    breaker_nodes: set[str] = field(default_factory=set)  # failed, but held by the breaker
+    suspect_nodes: set[str] = field(default_factory=set)
+
+    @classmethod
+    def for_snapshot(
+        cls, snap: Snapshot, spec: TrainingJobSpec, settings: Settings, now: datetime
+    ) -> Draft:
+        status = snap.status
+        by_name = {r.name: r for r in status.phases}
+        records = [by_name.get(p.name) or PhaseRecord(name=p.name) for p in spec.phases]
+        roles: dict[str, NodeRole] = {}
+        for node in snap.nodes:
+            if node.owner_uid == snap.job.uid and node.role is not None:
+                roles[node.name] = node.role
+        return cls(
+            snap=snap,
+            spec=spec,
+            settings=settings,
+            now=now,
+            status=status,
+            records=records,
+            ledger=list(status.failures),
+            conditions=tuple(status.conditions),
+            nodes={n.name: n for n in snap.nodes},
+            roles=roles,
+        )
+
+    # --- status -----------------------------------------------------------------------------
+
+    def set(self, **fields: Any) -> None:
+        self.status = self.status.model_copy(update=fields)
+
+    @property
+    def index(self) -> int:
+        return self.status.phase_index
+
+    @property
+    def phase(self) -> Phase:
+        return self.spec.phases[self.index]
+
+    @property
+    def record(self) -> PhaseRecord:
+        return self.records[self.index]
+
+    def update_record(self, **fields: Any) -> None:
+        self.records[self.index] = self.record.model_copy(update=fields)
+
+    def condition(
+        self,
+        kind: str,
+        status: bool,
+        reason: str,
+        message: str,
+        event: str | None = None,
+    ) -> bool:
+        """Set a condition; on a flip to True emit an event of type ``event`` (if given)."""
+        change = conds.set_condition(
+            self.conditions, kind, status, reason, message, self.now, self.snap.job.generation
+        )
+        self.conditions = change.conditions
+        if change.flipped and status and event is not None:
+            self.event(event, reason, message)
+        return change.flipped
+
+    def is_true(self, kind: str) -> bool:
+        return conds.is_true(self.conditions, kind)
+
+    # --- actions ----------------------------------------------------------------------------
+
+    def act(self, action: Action) -> None:
+        self.actions.append(action)
+
+    def event(self, kind: str, reason: str, message: str) -> None:
+        self.actions.append(EmitEvent(type=kind, reason=reason, message=message))
+
+    def later(self, seconds: float | None) -> None:
+        if seconds is not None:
+            self.wake.append(max(0.0, seconds))
+
+    # --- the pool ---------------------------------------------------------------------------
+
+    def held(self, role: NodeRole) -> list[NodeInfo]:
+        return sorted(
+            (self.nodes[n] for n, r in self.roles.items() if r == role and n in self.nodes),
+            key=lambda n: n.name,
+        )
+
+    def claiming_active(self) -> bool:
+        return any(isinstance(a, ClaimNode) and a.role == NodeRole.ACTIVE for a in self.actions)
+
+    def phase_pods(self, name: str | None = None) -> list[PodInfo]:
+        wanted = name if name is not None else self.phase.name
+        return [p for p in self.snap.pods if p.phase_name == wanted]
+
+    # --- the result -------------------------------------------------------------------------
+
+    def plan(self, finished: bool = False) -> Plan:
+        status = self.status.model_copy(
+            update={
+                "phases": list(self.records),
+                "failures": list(self.ledger),
+                "conditions": list(self.conditions),
+                "observed_generation": self.snap.job.generation,
+            }
+        )
+        return Plan(
+            actions=tuple(self.actions),
+            status=status,
+            requeue_after=min(self.wake) if self.wake else None,
+            finished=finished,
+        )

@@ -1,0 +1,244 @@
+"""Node failure: detection with grace periods, the blast-radius breaker, spare choice.
+
+Only nodes the job holds as active or spare are examined. A node has failed when
+
+* its ``Ready`` condition is False/Unknown for ``notReadyGrace``, counted from the
+  condition's ``last_transition`` (not from when Phased noticed, so a restarted operator does
+  not wait twice; a flapping node restarts the clock at every transition);
+* one of ``gpuFaultConditions`` is True for ``gpuFaultGrace``, from its transition;
+* it is Ready but allocates fewer GPUs than ``gpusPerNode`` for ``gpuDropGrace``: no
+  condition records when that began, so the first sighting is kept in ``status.suspects``;
+* it is in ``status.pool`` but gone from a synced node view (``NodeDeleted``, at once).
+
+Until a grace runs out the node is a *suspect*, and decide asks to be called again exactly
+when it would run out.
+
+The breaker: when the failures detected inside ``massFailure.window`` (ledger entries plus
+the new ones) exceed ``maxFailedPercent`` of the pool (active + spares), the new ones are
+left alone — no cordon, no pod deletion, no swap — and ``MassFailure`` is set: so many nodes
+at once means the network or the power, and a person should look. One failure is always
+answered, however small the pool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import FailurePolicy, FailureReason, FailureRecord, NodeRole, Suspect
+from phased.core.model import NodeInfo
+from phased.core.pools import nearest_first
+from phased.core.times import format_time, parse_time
+
+
+@dataclass(frozen=True)
+class Trouble:
+    """Something wrong with a node, and since when."""
+
+    node: str
+    reason: FailureReason
+    message: str
+    since: datetime
+    grace: float
+
+    def expires(self) -> datetime:
+        return self.since + timedelta(seconds=self.grace)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A node whose trouble outlasted its grace."""
+
+    node: str
+    role: NodeRole
+    reason: FailureReason
+    message: str
+    detected: datetime
+    kubelet_gone: bool  # not Ready or deleted: its pods must be force-deleted
+
+
+@dataclass(frozen=True)
+class Detection:
+    failures: tuple[Failure, ...]
+    suspects: tuple[Suspect, ...]
+    wake_in: float | None  # seconds until the next grace runs out
+
+
+def _first_seen(previous: Sequence[Suspect], node: str, reason: str, now: datetime) -> datetime:
+    for suspect in previous:
+        if suspect.node == node and suspect.reason == reason:
+            return parse_time(suspect.since) or now
+    return now
+
+
+def troubles(
+    node: NodeInfo,
+    policy: FailurePolicy,
+    resource: str | None,
+    gpus_per_node: int,
+    previous: Sequence[Suspect],
+    now: datetime,
+) -> list[Trouble]:
+    """Everything wrong with ``node`` now, each with its start and grace."""
+    found: list[Trouble] = []
+    ready = node.condition("Ready")
+    if ready is None or ready.status != "True":
+        status = ready.status if ready is not None else "missing"
+        since = (ready.last_transition if ready is not None else None) or _first_seen(
+            previous, node.name, FailureReason.NOT_READY, now
+        )
+        found.append(
+            Trouble(
+                node.name,
+                FailureReason.NOT_READY,
+                f"node {node.name} Ready={status}"
+                + (f" ({ready.reason})" if ready is not None and ready.reason else ""),
+                since,
+                parse_duration(policy.not_ready_grace),
+            )
+        )
+    for kind in policy.gpu_fault_conditions:
+        cond = node.condition(kind)
+        if cond is not None and cond.status == "True":
+            since = cond.last_transition or _first_seen(
+                previous, node.name, FailureReason.GPU_FAULT, now
+            )
+            detail = cond.message or cond.reason
+            found.append(
+                Trouble(
+                    node.name,
+                    FailureReason.GPU_FAULT,
+                    f"node {node.name} reports {kind}" + (f": {detail}" if detail else ""),
+                    since,
+                    parse_duration(policy.gpu_fault_grace),
+                )
+            )
+            break
+    if resource is not None and node.ready:
+        have = node.allocatable.get(resource, 0)
+        if have < gpus_per_node:
+            found.append(
+                Trouble(
+                    node.name,
+                    FailureReason.GPU_DROPPED,
+                    f"node {node.name} allocates {have} {resource}, the phase needs "
+                    f"{gpus_per_node}",
+                    _first_seen(previous, node.name, FailureReason.GPU_DROPPED, now),
+                    parse_duration(policy.gpu_drop_grace),
+                )
+            )
+    return found
+
+
+def detect(
+    held: Mapping[str, NodeRole],
+    nodes: Mapping[str, NodeInfo],
+    deleted: Iterable[tuple[str, NodeRole]],
+    policy: FailurePolicy,
+    resource: str | None,
+    gpus_per_node: int,
+    previous: Sequence[Suspect],
+    now: datetime,
+) -> Detection:
+    """Failures and suspects among the held nodes (``held``: name → active/spare role)."""
+    failures: list[Failure] = []
+    suspects: list[Suspect] = []
+    wake: list[float] = []
+    for name, role in deleted:
+        failures.append(
+            Failure(name, role, FailureReason.NODE_DELETED, f"node {name} was deleted", now, True)
+        )
+    for name in sorted(held):
+        node = nodes[name]
+        found = troubles(node, policy, resource, gpus_per_node, previous, now)
+        expired = [t for t in found if t.expires() <= now]
+        if expired:
+            first = min(expired, key=lambda t: t.since)
+            failures.append(
+                Failure(name, held[name], first.reason, first.message, first.since, not node.ready)
+            )
+            continue
+        for trouble in found:
+            suspects.append(
+                Suspect(
+                    node=name,
+                    reason=trouble.reason.value,
+                    since=format_time(trouble.since),
+                    message=trouble.message,
+                )
+            )
+            wake.append((trouble.expires() - now).total_seconds())
+    return Detection(tuple(failures), tuple(suspects), min(wake) if wake else None)
+
+
+@dataclass(frozen=True)
+class Breaker:
+    tripped: bool
+    count: int  # failures inside the window, the new ones included
+    pool_size: int
+    percent: float
+    wake_in: float | None  # when the window no longer holds the oldest counted failure
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.count} of {self.pool_size} pool nodes failed within the window "
+            f"({self.percent:.0f}%): automatic remediation paused"
+        )
+
+
+def breaker(
+    ledger: Sequence[FailureRecord],
+    new: Sequence[Failure],
+    pool_size: int,
+    policy: FailurePolicy,
+    now: datetime,
+) -> Breaker:
+    """Whether the new failures must be left alone (see the module docstring)."""
+    window = parse_duration(policy.mass_failure.window)
+    start = now - timedelta(seconds=window)
+    times = [t for t in (parse_time(r.detected) for r in ledger) if t is not None and t >= start]
+    times += [f.detected for f in new if f.detected >= start]
+    count = len(times)
+    allowed = max(1, math.floor(pool_size * policy.mass_failure.max_failed_percent / 100))
+    percent = 100.0 * count / pool_size if pool_size else 100.0
+    tripped = bool(new) and count > allowed
+    wake = (min(times) + timedelta(seconds=window) - now).total_seconds() if tripped else None
+    return Breaker(tripped, count, pool_size, percent, wake)
+
+
+def choose_spare(
+    lost: NodeInfo | None, spares: Sequence[NodeInfo], actives: Sequence[NodeInfo]
+) -> NodeInfo | None:
+    """The Ready spare nearest the lost node (rack, block, zone, any; ties by name)."""
+    ready = [s for s in spares if s.ready]
+    anchors = [lost] if lost is not None else list(actives)
+    ordered = nearest_first(ready, anchors)
+    return ordered[0] if ordered else None
+
+
+def healthy_since(
+    node: NodeInfo, policy: FailurePolicy, resource: str | None, gpus_per_node: int
+) -> datetime | None:
+    """When ``node`` last became healthy (latest transition), or ``None`` if it is not.
+
+    Healthy: Ready, no GPU-fault condition True, and all its GPUs allocatable again.
+    """
+    ready = node.condition("Ready")
+    if ready is None or ready.status != "True" or ready.last_transition is None:
+        return None
+    if resource is not None and node.allocatable.get(resource, 0) < gpus_per_node:
+        return None
+    latest = ready.last_transition
+    for kind in policy.gpu_fault_conditions:
+        cond = node.condition(kind)
+        if cond is None:
+            continue
+        if cond.status == "True":
+            return None
+        if cond.last_transition is not None and cond.last_transition > latest:
+            latest = cond.last_transition
+    return latest

@@ -1,0 +1,162 @@
+"""The phase flow: where the job is, when a phase is done, how a job ends.
+
+The position is read from the status *and* from the pods: the phase index is the larger of
+``status.phase_index`` and the highest phase any worker pod belongs to, and the generation
+the larger of the status's and the pods', so a status write lost after a transition does
+not lose the transition. Pods of finished phases are kept (they hold no resources, keep
+their logs, and are this record); the owner reference removes them with the job.
+
+``restart_generation`` counts within a phase: a new phase starts at generation 0, and its
+first workers get ``PHASED_RESUME=false``.
+
+``maxDuration`` counts from the phase's ``start_time``, which is set when its first workers
+are created, so time spent waiting for capacity does not eat into it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import CompletionMode, JobState, NodeRole, PhaseState
+from phased.core import labels
+from phased.core.conditions import ConditionType
+from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.model import DeletePod, PodInfo, PodPhase, ReleaseNode
+from phased.core.times import format_time, parse_time
+
+TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED})
+
+
+def world_of(pods: list[PodInfo], fallback: int) -> int:
+    sizes = []
+    for pod in pods:
+        try:
+            sizes.append(int(pod.labels.get(labels.LABEL_WORLD_SIZE, "")))
+        except ValueError:
+            continue
+    return max(sizes) if sizes else fallback
+
+
+def derive_position(draft: Draft) -> None:
+    """Phase index and generation from the status and the pods (see the module docstring)."""
+    names = [p.name for p in draft.spec.phases]
+    status = draft.status
+    seen = [names.index(p.phase_name) for p in draft.snap.pods if p.phase_name in names]
+    index = min(max([status.phase_index, *seen]), len(names) - 1)
+    generation = status.restart_generation if index == status.phase_index else 0
+    generation = max(
+        [generation, *(p.generation for p in draft.snap.pods if p.phase_name == names[index])]
+    )
+    for earlier in range(status.phase_index, index):  # a transition whose status write was lost
+        record = draft.records[earlier]
+        if record.state != PhaseState.SUCCEEDED:
+            draft.records[earlier] = record.model_copy(
+                update={"state": PhaseState.SUCCEEDED, "end_time": format_time(draft.now)}
+            )
+    draft.set(phase_index=index, phase=names[index], restart_generation=generation)
+
+
+def live(pods: list[PodInfo]) -> list[PodInfo]:
+    return [p for p in pods if not p.deleting]
+
+
+def generation_pods(draft: Draft) -> list[PodInfo]:
+    gen = draft.status.restart_generation
+    return [p for p in draft.phase_pods() if p.generation == gen]
+
+
+def phase_complete(draft: Draft) -> bool:
+    """The current generation satisfies the phase's completion rule."""
+    pods = live(generation_pods(draft))
+    if not pods:
+        return False
+    succeeded = {p.rank for p in pods if p.phase == PodPhase.SUCCEEDED}
+    if draft.phase.completion.mode == CompletionMode.RANK_ZERO_SUCCEEDED:
+        return 0 in succeeded
+    world = world_of(pods, draft.status.world_size)
+    return world > 0 and all(r in succeeded for r in range(world))
+
+
+def stop_phase_pods(draft: Draft, reason: str) -> None:
+    """Delete the current phase's workers that still run or wait."""
+    for pod in live(draft.phase_pods()):
+        if pod.phase in (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN):
+            draft.act(DeletePod(name=pod.name, reason=reason))
+
+
+def close_open_failures(draft: Draft) -> None:
+    """Failures still open when a phase or the job ends are closed at that instant."""
+    stamp = format_time(draft.now)
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is None:
+            start = parse_time(entry.detected) or draft.now
+            draft.ledger[i] = entry.model_copy(
+                update={
+                    "resumed": stamp,
+                    "interruption_seconds": (draft.now - start).total_seconds(),
+                }
+            )
+
+
+def advance(draft: Draft) -> None:
+    """Close the current phase and move to the next, or end the job."""
+    phase = draft.phase
+    if phase.completion.mode == CompletionMode.RANK_ZERO_SUCCEEDED:
+        stop_phase_pods(draft, f"rank 0 of phase {phase.name} succeeded")
+    draft.update_record(
+        state=PhaseState.SUCCEEDED,
+        end_time=format_time(draft.now),
+        nodes=len(draft.held(NodeRole.ACTIVE)),
+    )
+    close_open_failures(draft)
+    draft.event(NORMAL, "PhaseCompleted", f"phase {phase.name} completed")
+    draft.condition(ConditionType.SPARES_EXHAUSTED, False, "PhaseCompleted", "")
+    if draft.index + 1 >= len(draft.spec.phases):
+        draft.set(
+            state=JobState.SUCCEEDED,
+            completion_time=format_time(draft.now),
+            message=(f"all {len(draft.spec.phases)} phases completed"),
+        )
+        draft.event(NORMAL, "JobSucceeded", f"all {len(draft.spec.phases)} phases completed")
+        return
+    nxt = draft.spec.phases[draft.index + 1]
+    draft.set(phase_index=draft.index + 1, phase=nxt.name, restart_generation=0, world_size=0)
+
+
+def timed_out(draft: Draft) -> bool:
+    """The phase ran past ``maxDuration`` (and ask to be woken when it would)."""
+    limit = draft.phase.max_duration
+    start = parse_time(draft.record.start_time)
+    if limit is None or start is None:
+        return False
+    deadline = start + timedelta(seconds=parse_duration(limit))
+    if deadline <= draft.now:
+        return True
+    draft.later((deadline - draft.now).total_seconds())
+    return False
+
+
+def fail(draft: Draft, reason: str, message: str) -> None:
+    """The job fails: the phase and the job are Failed, the condition and event say why."""
+    draft.update_record(state=PhaseState.FAILED, end_time=format_time(draft.now))
+    close_open_failures(draft)
+    draft.set(state=JobState.FAILED, completion_time=format_time(draft.now), message=message)
+    draft.condition(ConditionType.FAILED, True, reason, message, event=WARNING)
+
+
+def settle(draft: Draft) -> bool:
+    """A finished job stops its workers and gives back every active and spare node.
+
+    Quarantined nodes stay quarantined (see :mod:`phased.core.decide`). Returns whether the
+    job already holds nothing (``Plan.finished``).
+    """
+    for pod in live(list(draft.snap.pods)):
+        if pod.phase in (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN):
+            draft.act(DeletePod(name=pod.name, reason=f"job {draft.status.state.value}"))
+    held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
+    for node in held:
+        draft.act(ReleaseNode(node=node.name))
+        draft.roles.pop(node.name, None)
+    draft.set(waiting_for={}, suspects=[])
+    return not held

@@ -1,0 +1,368 @@
+"""Answering failure: quarantine, swap in a spare, restart, and take healed nodes back.
+
+For every failed node in one call (several at once are all answered, each with its own
+swap): ``QuarantineNode`` (detected = when the trouble began, cordoned = now), a ledger
+entry, events ``NodeFailed`` and ``NodeQuarantined``. Then, level-based over the running
+generation: workers on a node that is no longer active are deleted (forced when the kubelet
+is gone), a Ready spare nearest the lost node is promoted for each missing active node
+(``SparePromoted``), and the lost ranks are restarted per ``restartScope`` (Gang: a new
+generation over the new active pool; Worker: a replacement of each lost rank, which the
+scheduler puts on the promoted node). Without a spare the job restarts the gang at a smaller
+world size if at least ``nodes.min`` healthy active nodes remain (``SparesExhausted``), or
+waits for capacity. The spare pool is refilled afterwards (see :mod:`phased.core.sizing`).
+
+``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
+fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
+interruption budget instead, since a 100-day run on hundreds of nodes sees dozens of them.
+
+Ledger recovery: a node of the job labelled quarantined whose ``ANNOTATION_QUARANTINE`` has
+no ledger entry (same node, same detected instant) gets one, so an operator killed between
+the cordon and the status write loses nothing and duplicates nothing.
+
+A quarantined node that heals: with ``nodeReturn: Quarantine`` it stays until a person
+releases it (remove the ``phased.dev/*`` labels, taints and the quarantine annotation, and
+uncordon it). With ``ReturnToSpares`` it must stay healthy for ``healthyBeforeReturn``,
+counted from its latest Ready or GPU-condition transition (a flapping node never gets
+there); then it rejoins the spares if they are short, or is released. A returned node that
+fails again opens a new ledger entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import (
+    FailureRecord,
+    JobState,
+    NodeReturnPolicy,
+    NodeRole,
+    RestartScope,
+)
+from phased.core import labels
+from phased.core.conditions import ConditionType
+from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.failure import Failure, breaker, choose_spare, detect, healthy_since
+from phased.core.model import (
+    CreatePod,
+    DeletePod,
+    PodInfo,
+    PodPhase,
+    QuarantineNode,
+    ReleaseNode,
+    SetNodeRole,
+    UnquarantineNode,
+)
+from phased.core.phases import fail, generation_pods, live, world_of
+from phased.core.pools import gpu_resource, has_type_labels
+from phased.core.quarantine import decode_quarantine
+from phased.core.times import format_time, parse_time
+from phased.core.workers import Worker
+
+
+def _next_id(draft: Draft) -> int:
+    return max((r.id for r in draft.ledger), default=0) + 1
+
+
+def recover_ledger(draft: Draft) -> None:
+    """Ledger entries for quarantined nodes whose entry a lost status write dropped."""
+    known = {(r.node, parse_time(r.detected)) for r in draft.ledger}
+    for name in sorted(draft.roles):
+        if draft.roles[name] != NodeRole.QUARANTINED:
+            continue
+        note = decode_quarantine(draft.nodes[name].annotations.get(labels.ANNOTATION_QUARANTINE))
+        if note is None or note.job != draft.snap.job.uid or (name, note.detected) in known:
+            continue
+        draft.ledger.append(
+            FailureRecord(
+                id=_next_id(draft),
+                node=name,
+                reason=note.reason,
+                message=note.message,
+                phase=draft.status.phase or "",
+                detected=format_time(note.detected),
+                cordoned=format_time(note.cordoned) if note.cordoned else None,
+            )
+        )
+
+
+def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
+    known = draft.snap.known_node_names
+    if known is None:
+        return []
+    pool = draft.status.pool
+    gone = [(n, NodeRole.ACTIVE) for n in pool.active] + [(n, NodeRole.SPARE) for n in pool.spares]
+    return [(n, role) for n, role in gone if n not in draft.nodes and n not in known]
+
+
+def handle_failures(draft: Draft, type_key: str) -> None:
+    """Detect failed nodes, run the breaker, quarantine and record what it lets through."""
+    policy = draft.spec.failure_policy
+    held = {n: r for n, r in draft.roles.items() if r in (NodeRole.ACTIVE, NodeRole.SPARE)}
+    deleted = _deleted_nodes(draft)
+    found = detect(
+        held,
+        draft.nodes,
+        deleted,
+        policy,
+        gpu_resource(type_key, draft.settings),
+        draft.phase.gpus_per_node,
+        draft.status.suspects,
+        draft.now,
+    )
+    draft.set(suspects=list(found.suspects))
+    draft.suspect_nodes = {s.node for s in found.suspects}
+    draft.later(found.wake_in)
+    failures = list(found.failures)
+    check = breaker(draft.ledger, failures, len(held) + len(deleted), policy, draft.now)
+    if check.tripped:
+        draft.condition(ConditionType.MASS_FAILURE, True, "MassFailure", check.message, WARNING)
+        draft.breaker_nodes = {f.node for f in failures}
+        draft.later(check.wake_in)
+        return
+    if draft.is_true(ConditionType.MASS_FAILURE):
+        draft.event(NORMAL, "MassFailureCleared", "failures are back under the breaker's limit")
+    draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
+    for failure in failures:
+        _quarantine(draft, failure)
+
+
+def _quarantine(draft: Draft, failure: Failure) -> None:
+    gone = failure.reason.value == "NodeDeleted"
+    if not gone:
+        draft.act(
+            QuarantineNode(
+                node=failure.node,
+                reason=failure.reason.value,
+                message=failure.message,
+                detected=failure.detected,
+                cordoned=draft.now,
+            )
+        )
+    draft.event(WARNING, "NodeFailed", f"{failure.message} ({failure.reason.value})")
+    if not gone:
+        draft.event(NORMAL, "NodeQuarantined", f"node {failure.node} cordoned and quarantined")
+    spare = failure.role == NodeRole.SPARE  # a spare's failure interrupts no worker
+    draft.ledger.append(
+        FailureRecord(
+            id=_next_id(draft),
+            node=failure.node,
+            reason=failure.reason.value,
+            message=failure.message,
+            phase=draft.phase.name,
+            detected=format_time(failure.detected),
+            cordoned=format_time(draft.now),
+            resumed=format_time(failure.detected) if spare else None,
+        )
+    )
+    if gone:
+        draft.roles.pop(failure.node, None)
+    else:
+        draft.roles[failure.node] = NodeRole.QUARANTINED
+
+
+# --- the running generation -----------------------------------------------------------------
+
+
+@dataclass
+class Losses:
+    by_node: dict[int, str]  # rank -> the node it was lost with
+    failed: list[PodInfo]  # workers that failed on healthy nodes
+    vanished: list[int]  # ranks whose pod disappeared (deleted or evicted)
+    missing: list[int]  # ranks never created (a crash between creates)
+
+    @property
+    def restart_needed(self) -> bool:
+        return bool(self.by_node or self.failed or self.vanished)
+
+
+def _losses(draft: Draft, pods: list[PodInfo], world: int) -> Losses:
+    active = {n for n, r in draft.roles.items() if r == NodeRole.ACTIVE}
+    held_back = draft.breaker_nodes | draft.suspect_nodes
+    losses = Losses({}, [], [], [])
+    for pod in live(pods):
+        if pod.phase == PodPhase.SUCCEEDED or pod.node_name is None or pod.rank is None:
+            continue
+        if pod.node_name not in active and pod.node_name not in held_back:
+            node = draft.nodes.get(pod.node_name)
+            force = node is None or not node.ready
+            draft.act(DeletePod(pod.name, force=force, reason=f"node {pod.node_name} failed"))
+            losses.by_node[pod.rank] = pod.node_name
+        elif pod.phase == PodPhase.FAILED and pod.node_name not in held_back:
+            losses.failed.append(pod)
+    ranks_live = {p.rank for p in live(pods)}
+    ranks_any = {p.rank for p in pods}
+    for rank in range(world):
+        if rank not in ranks_live:
+            (losses.vanished if rank in ranks_any else losses.missing).append(rank)
+    return losses
+
+
+def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
+    """Promote spares until the active pool is back to ``world``; return what is missing."""
+    deficit = world - len(draft.held(NodeRole.ACTIVE))
+    for i in range(max(0, deficit)):
+        anchor = draft.nodes.get(lost_nodes[i]) if i < len(lost_nodes) else None
+        spare = choose_spare(anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))
+        if spare is None:
+            return deficit - i
+        draft.act(SetNodeRole(node=spare.name, role=NodeRole.ACTIVE))
+        draft.roles[spare.name] = NodeRole.ACTIVE
+        lost = lost_nodes[i] if i < len(lost_nodes) else None
+        draft.event(
+            NORMAL,
+            "SparePromoted",
+            f"spare {spare.name} promoted to active" + (f", replacing {lost}" if lost else ""),
+        )
+        _mark_replaced(draft, lost, spare.name)
+    return 0
+
+
+def _mark_replaced(draft: Draft, lost: str | None, spare: str) -> None:
+    for i in range(len(draft.ledger) - 1, -1, -1):
+        entry = draft.ledger[i]
+        if entry.replaced_by is None and entry.resumed is None and (lost in (None, entry.node)):
+            draft.ledger[i] = entry.model_copy(
+                update={"replaced_by": spare, "replaced": format_time(draft.now)}
+            )
+            return
+
+
+def _count_restart(draft: Draft, worker_fault: bool) -> bool:
+    """Count one restart; False when it spends the restart budget (the job has failed)."""
+    draft.set(restarts=draft.status.restarts + 1)
+    draft.update_record(restarts=draft.record.restarts + 1)
+    if not worker_fault:
+        return True
+    used = draft.status.worker_restarts + 1
+    draft.set(worker_restarts=used)
+    budget = draft.spec.failure_policy.restart_budget
+    if used > budget:
+        fail(
+            draft,
+            "RestartBudgetExceeded",
+            f"workers failed {used} times on healthy nodes; restartBudget is {budget}",
+        )
+        return False
+    return True
+
+
+def gang_restart(draft: Draft, why: str) -> None:
+    """Stop every worker of the phase; the next generation is created by sizing."""
+    old = draft.status.restart_generation
+    for pod in live(draft.phase_pods()):
+        if pod.generation <= old:
+            draft.act(DeletePod(pod.name, reason=f"gang restart: {why}"))
+    draft.set(restart_generation=old + 1)
+    draft.event(
+        NORMAL,
+        "WorkersRestarted",
+        f"phase {draft.phase.name}: generation {old} -> {old + 1} ({why})",
+    )
+
+
+def _replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
+    gen = draft.status.restart_generation
+    for rank in sorted(set(ranks)):
+        attempts = [_attempt(p) for p in pods if p.rank == rank]
+        attempt = max(attempts) + 1 if attempts else 0
+        worker = Worker(
+            job=draft.snap.job,
+            spec=draft.spec,
+            phase=draft.phase,
+            generation=gen,
+            rank=rank,
+            world_size=world,
+            attempt=attempt,
+            resource=gpu_resource(draft.record.gpu_type or "", draft.settings),
+            service_account=draft.settings.workers.service_account,
+        )
+        draft.act(CreatePod(manifest=worker.manifest()))
+
+
+def _attempt(pod: PodInfo) -> int:
+    try:
+        return int(pod.labels.get(labels.LABEL_ATTEMPT, "0"))
+    except ValueError:
+        return 0
+
+
+def tend_generation(draft: Draft) -> None:
+    """Keep the running generation whole: delete, promote, restart, recreate."""
+    pods = generation_pods(draft)
+    if not live(pods):
+        return
+    world = world_of(live(pods), draft.status.world_size)
+    losses = _losses(draft, pods, world)
+    if losses.missing:
+        _replace_ranks(draft, pods, losses.missing, world)
+    if not losses.restart_needed:
+        return
+    worker_fault = bool(losses.failed)
+    if not _count_restart(draft, worker_fault):
+        return
+    short = _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
+    active = len(draft.held(NodeRole.ACTIVE))
+    why = _why(losses)
+    if short:
+        enough = active >= draft.phase.nodes.min
+        message = f"no spare left for phase {draft.phase.name}: " + (
+            f"restarting on {active} nodes" if enough else "waiting for capacity"
+        )
+        draft.condition(ConditionType.SPARES_EXHAUSTED, True, "NoSpare", message, WARNING)
+        gang_restart(draft, why)
+        return
+    if draft.spec.failure_policy.restart_scope == RestartScope.GANG:
+        gang_restart(draft, why)
+        return
+    for pod in losses.failed:
+        draft.act(DeletePod(pod.name, reason="worker failed; replaced"))
+    ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
+    _replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
+    draft.event(
+        NORMAL,
+        "WorkersRestarted",
+        f"phase {draft.phase.name}: replaced rank(s) "
+        f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
+    )
+
+
+def _why(losses: Losses) -> str:
+    parts: list[str] = []
+    if losses.by_node:
+        parts.append(f"lost node(s) {', '.join(sorted(set(losses.by_node.values())))}")
+    if losses.failed:
+        parts.append(f"worker(s) failed: {', '.join(p.name for p in losses.failed)}")
+    if losses.vanished:
+        parts.append(f"worker(s) gone: rank {', '.join(map(str, losses.vanished))}")
+    return "; ".join(parts)
+
+
+# --- healed nodes ---------------------------------------------------------------------------
+
+
+def return_healed(draft: Draft, type_key: str) -> None:
+    """Quarantined nodes that stayed healthy long enough go back (``ReturnToSpares``)."""
+    policy = draft.spec.failure_policy
+    if policy.node_return != NodeReturnPolicy.RETURN_TO_SPARES:
+        return
+    resource = gpu_resource(type_key, draft.settings)
+    steady = parse_duration(policy.healthy_before_return)
+    for node in draft.held(NodeRole.QUARANTINED):
+        since = healthy_since(node, policy, resource, draft.phase.gpus_per_node)
+        if since is None:
+            continue
+        left = steady - (draft.now - since).total_seconds()
+        if left > 0:
+            draft.later(left)
+            continue
+        short = len(draft.held(NodeRole.SPARE)) < draft.spec.spares.count
+        fits = has_type_labels(node, type_key, draft.settings)
+        if short and fits and draft.status.state not in (JobState.SUCCEEDED, JobState.FAILED):
+            draft.act(UnquarantineNode(node=node.name))
+            draft.roles[node.name] = NodeRole.SPARE
+            draft.event(NORMAL, "NodeReturned", f"node {node.name} healthy again: back as a spare")
+        else:
+            draft.act(ReleaseNode(node=node.name))
+            draft.roles.pop(node.name, None)
+            draft.event(NORMAL, "NodeReleased", f"node {node.name} healthy again: released")
