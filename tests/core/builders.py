@@ -1,0 +1,335 @@
+"""Small builders for whole snapshots: nodes, pods, specs, and a tiny cluster simulator.
+
+The simulator applies a plan's actions to NodeInfo/PodInfo the way the reconciler and the
+kubelet would, so tests can iterate decide until the cluster is quiet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from phased.api.v1alpha1 import NodeRole, TrainingJobSpec, TrainingJobStatus, parse_spec
+from phased.core import labels
+from phased.core.decide import decide
+from phased.core.model import (
+    Action,
+    ClaimNode,
+    CreatePod,
+    DeletePod,
+    EmitEvent,
+    EnsureService,
+    JobRef,
+    NodeCondition,
+    NodeInfo,
+    Plan,
+    PodInfo,
+    PodPhase,
+    QuarantineNode,
+    ReleaseNode,
+    SetNodeRole,
+    Snapshot,
+    Taint,
+    UnquarantineNode,
+)
+from phased.core.quarantine import QuarantineNote, encode_quarantine
+from phased.core.settings import Settings
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+LONG_AGO = T0 - timedelta(days=1)
+SETTINGS = Settings()
+JOB = JobRef(namespace="ml", name="llm", uid="uid-llm", generation=1, created=LONG_AGO)
+H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+H200_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def node(
+    name: str,
+    *,
+    gpu: str | None = "H100",
+    gpus: int = 8,
+    ready: bool = True,
+    ready_since: datetime = LONG_AGO,
+    rack: str = "r1",
+    block: str = "b1",
+    zone: str = "z1",
+    extra: Iterable[NodeCondition] = (),
+    unschedulable: bool = False,
+    taints: tuple[Taint, ...] = (),
+) -> NodeInfo:
+    """A node; GPU nodes carry the settings' labels and ``gpus`` allocatable GPUs."""
+    node_labels = {
+        "kubernetes.io/hostname": name,
+        "topology.kubernetes.io/zone": zone,
+        "topology.phased.dev/block": block,
+        "topology.phased.dev/rack": rack,
+    }
+    allocatable: dict[str, int] = {"cpu": 96}
+    if gpu == "H100":
+        node_labels.update(H100_LABELS)
+        allocatable["nvidia.com/gpu"] = gpus
+    elif gpu == "H200":
+        node_labels.update(H200_LABELS)
+        allocatable["nvidia.com/gpu"] = gpus
+    ready_cond = NodeCondition("Ready", "True" if ready else "False", ready_since)
+    return NodeInfo(
+        name=name,
+        resource_version="1",
+        labels=node_labels,
+        taints=taints,
+        unschedulable=unschedulable,
+        conditions=(ready_cond, *extra),
+        allocatable=allocatable,
+        capacity=dict(allocatable),
+        created=LONG_AGO,
+    )
+
+
+def nodes(prefix: str, count: int, **kwargs: Any) -> list[NodeInfo]:
+    return [node(f"{prefix}{i:02d}", **kwargs) for i in range(count)]
+
+
+def owned(n: NodeInfo, role: NodeRole, job: JobRef = JOB) -> NodeInfo:
+    """``n`` as held by ``job`` in ``role`` (labels and pool taint, as ClaimNode writes)."""
+    node_labels = dict(n.labels)
+    node_labels.update(
+        {
+            labels.LABEL_JOB_UID: job.uid,
+            labels.LABEL_JOB: job.name,
+            labels.LABEL_JOB_NAMESPACE: job.namespace,
+            labels.LABEL_ROLE: role.value,
+        }
+    )
+    taints = tuple(t for t in n.taints if t.key != labels.TAINT_POOL)
+    return replace(n, labels=node_labels, taints=(*taints, Taint(labels.TAINT_POOL, job.uid)))
+
+
+def with_ready(n: NodeInfo, ready: bool, since: datetime) -> NodeInfo:
+    others = tuple(c for c in n.conditions if c.type != "Ready")
+    cond = NodeCondition("Ready", "True" if ready else "Unknown", since)
+    return replace(n, conditions=(cond, *others))
+
+
+def phase(
+    name: str,
+    lo: int,
+    hi: int,
+    gpu_types: list[str] | None = None,
+    gpus: int = 8,
+    **extra: Any,
+) -> dict[str, Any]:
+    types = ["H100"] if gpu_types is None else gpu_types
+    return {
+        "name": name,
+        "nodes": {"min": lo, "max": hi},
+        "gpuTypes": types,
+        "gpusPerNode": gpus if types else 0,
+        **extra,
+    }
+
+
+def spec(*phases: dict[str, Any], spares: int = 0, **extra: Any) -> TrainingJobSpec:
+    raw: dict[str, Any] = {
+        "phases": list(phases) or [phase("train", 2, 2)],
+        "template": {"image": "registry.example/llm:1", "command": ["python", "train.py"]},
+        "spares": {"count": spares},
+        **extra,
+    }
+    return parse_spec(raw)
+
+
+def pod(
+    name: str,
+    phase_name: str,
+    rank: int,
+    *,
+    generation: int = 0,
+    world: int = 1,
+    node_name: str | None = None,
+    state: PodPhase = PodPhase.RUNNING,
+    job: JobRef = JOB,
+    attempt: int = 0,
+) -> PodInfo:
+    return PodInfo(
+        name=name,
+        labels={
+            labels.LABEL_JOB_UID: job.uid,
+            labels.LABEL_PHASE: phase_name,
+            labels.LABEL_RANK: str(rank),
+            labels.LABEL_GENERATION: str(generation),
+            labels.LABEL_WORLD_SIZE: str(world),
+            labels.LABEL_ATTEMPT: str(attempt),
+        },
+        node_name=node_name,
+        phase=state,
+        created=T0,
+    )
+
+
+def snapshot(
+    the_spec: TrainingJobSpec | None,
+    the_nodes: Iterable[NodeInfo],
+    pods: Iterable[PodInfo] = (),
+    status: TrainingJobStatus | None = None,
+    **extra: Any,
+) -> Snapshot:
+    node_list = tuple(the_nodes)
+    return Snapshot(
+        job=extra.pop("job", JOB),
+        spec=the_spec,
+        spec_error=extra.pop("spec_error", None),
+        status=status or TrainingJobStatus(),
+        nodes=node_list,
+        pods=tuple(pods),
+        known_node_names=extra.pop("known", frozenset(n.name for n in node_list)),
+        **extra,
+    )
+
+
+def of_type(plan: Plan, kind: type[Action]) -> list[Any]:
+    return [a for a in plan.actions if isinstance(a, kind)]
+
+
+def events(plan: Plan) -> list[str]:
+    return [a.reason for a in plan.actions if isinstance(a, EmitEvent)]
+
+
+# --- a tiny cluster -------------------------------------------------------------------------
+
+
+@dataclass
+class Cluster:
+    """Applies plans like the reconciler, schedules and runs pods like the kubelet."""
+
+    the_spec: TrainingJobSpec
+    nodes: dict[str, NodeInfo]
+    settings: Settings = SETTINGS
+    job: JobRef = JOB
+    now: datetime = T0
+    status: TrainingJobStatus = field(default_factory=TrainingJobStatus)
+    pods: dict[str, PodInfo] = field(default_factory=dict)
+    service: bool = False
+    waiting: tuple[Any, ...] = ()
+    log: list[Action] = field(default_factory=list)
+    finished: bool = False
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            job=self.job,
+            spec=self.the_spec,
+            spec_error=None,
+            status=self.status,
+            nodes=tuple(self.nodes.values()),
+            pods=tuple(self.pods.values()),
+            service_exists=self.service,
+            waiting=self.waiting,
+            known_node_names=frozenset(self.nodes),
+        )
+
+    def decide(self) -> Plan:
+        return decide(self.snapshot(), self.settings, self.now)
+
+    def apply(self, plan: Plan) -> None:
+        for action in plan.actions:
+            self.log.append(action)
+            self._apply(action)
+        self.status = plan.status
+        self.finished = plan.finished
+
+    def _apply(self, action: Action) -> None:  # noqa: C901 - one branch per action type
+        if isinstance(action, ClaimNode):
+            n = self.nodes[action.node]
+            assert not n.owner_uid, f"claimed a held node {n.name}"
+            self.nodes[n.name] = owned(n, action.role, self.job)
+        elif isinstance(action, SetNodeRole):
+            n = self.nodes[action.node]
+            assert n.owner_uid == self.job.uid
+            self.nodes[n.name] = owned(n, action.role, self.job)
+        elif isinstance(action, ReleaseNode):
+            n = self.nodes[action.node]
+            assert n.owner_uid == self.job.uid
+            kept = {k: v for k, v in n.labels.items() if not k.startswith(labels.PREFIX)}
+            self.nodes[n.name] = replace(
+                n,
+                labels=kept,
+                taints=tuple(t for t in n.taints if not t.key.startswith(labels.PREFIX)),
+                annotations={},
+                unschedulable=False,
+            )
+        elif isinstance(action, QuarantineNode):
+            n = owned(self.nodes[action.node], NodeRole.QUARANTINED, self.job)
+            note = QuarantineNote.for_action(
+                self.job.uid, action.reason, action.message, action.detected, action.cordoned
+            )
+            self.nodes[n.name] = replace(
+                n,
+                unschedulable=True,
+                annotations={labels.ANNOTATION_QUARANTINE: encode_quarantine(note)},
+            )
+        elif isinstance(action, UnquarantineNode):
+            n = owned(self.nodes[action.node], NodeRole.SPARE, self.job)
+            self.nodes[n.name] = replace(n, unschedulable=False, annotations={})
+        elif isinstance(action, CreatePod):
+            meta = action.manifest["metadata"]
+            assert meta["name"] not in self.pods, f"duplicate create {meta['name']}"
+            self.pods[meta["name"]] = PodInfo(
+                name=meta["name"], labels=dict(meta["labels"]), created=self.now
+            )
+        elif isinstance(action, DeletePod):
+            self.pods.pop(action.name, None)
+        elif isinstance(action, EnsureService):
+            self.service = True
+
+    def schedule(self) -> None:
+        """Pending pods go to free active nodes of the job and start Running."""
+        busy = {
+            p.node_name for p in self.pods.values() if p.node_name and p.phase == PodPhase.RUNNING
+        }
+        for name in sorted(self.pods):
+            p = self.pods[name]
+            if p.phase != PodPhase.PENDING:
+                continue
+            for n in sorted(self.nodes.values(), key=lambda x: x.name):
+                active = n.owner_uid == self.job.uid and n.role == NodeRole.ACTIVE
+                if active and n.ready and n.name not in busy:
+                    self.pods[name] = replace(p, node_name=n.name, phase=PodPhase.RUNNING)
+                    busy.add(n.name)
+                    break
+
+    def step(self) -> Plan:
+        plan = self.decide()
+        self.apply(plan)
+        self.schedule()
+        return plan
+
+    def settle(self, limit: int = 12) -> list[Plan]:
+        """Step until decide asks for nothing; returns the plans."""
+        plans: list[Plan] = []
+        for _ in range(limit):
+            plan = self.step()
+            plans.append(plan)
+            if not any(not isinstance(a, EmitEvent) for a in plan.actions):
+                return plans
+        raise AssertionError(f"not quiet after {limit} steps: {plans[-1].actions}")
+
+    def finish_workers(self, phase_name: str) -> None:
+        for name, p in list(self.pods.items()):
+            if p.phase_name == phase_name and p.phase == PodPhase.RUNNING:
+                self.pods[name] = replace(p, phase=PodPhase.SUCCEEDED, exit_code=0)
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def held(self, role: NodeRole) -> list[str]:
+        return sorted(
+            n.name for n in self.nodes.values() if n.owner_uid == self.job.uid and n.role == role
+        )
+
+    def running(self) -> list[PodInfo]:
+        return [p for p in self.pods.values() if p.phase == PodPhase.RUNNING]
