@@ -1,0 +1,67 @@
+{{/* The chart's name, possibly overridden. */}}
+{{- define "phased.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The prefix of every object name: <release>-phased, or fullnameOverride. */}}
+{{- define "phased.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "phased.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "phased.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: phased
+{{- end }}
+
+{{- define "phased.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "phased.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "phased.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "phased.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "phased.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Where the settings file is mounted in the operator container. */}}
+{{- define "phased.settingsDir" -}}/etc/phased{{- end }}
+
+{{/*
+Fail with a clear message when a prometheus-operator object is asked for on a cluster that
+does not serve monitoring.coreos.com/v1 (`helm template` without --api-versions counts too).
+*/}}
+{{- define "phased.requireMonitoringAPI" -}}
+{{- if not (.context.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") }}
+{{- fail (printf "%s is enabled, but this cluster does not serve monitoring.coreos.com/v1 (the prometheus-operator CRDs). Install prometheus-operator (e.g. kube-prometheus-stack) first, or set %s=false. With `helm template`, pass --api-versions monitoring.coreos.com/v1." .what .key) }}
+{{- end }}
+{{- end }}
+
+{{/* Checks the schema cannot express. */}}
+{{- define "phased.validate" -}}
+{{- if eq (int .Values.settings.metricsPort) (int .Values.settings.healthPort) }}
+{{- fail (printf "settings.metricsPort and settings.healthPort must differ (both are %v)" .Values.settings.metricsPort) }}
+{{- end }}
+{{- if not .Values.settings.gpuTypes }}
+{{- fail "settings.gpuTypes is empty: keep at least one GPU type (H100, H200 or Ascend910B)" }}
+{{- end }}
+{{- end }}
