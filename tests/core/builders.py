@@ -242,7 +242,7 @@ class Cluster:
         self.status = plan.status
         self.finished = plan.finished
 
-    def _apply(self, action: Action) -> None:  # noqa: C901 - one branch per action type
+    def _apply(self, action: Action) -> None:
         if isinstance(action, ClaimNode):
             n = self.nodes[action.node]
             assert not n.owner_uid, f"claimed a held node {n.name}"

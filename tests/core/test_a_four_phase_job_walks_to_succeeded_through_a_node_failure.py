@@ -2,7 +2,6 @@
 
 from phased.api.v1alpha1 import JobState, NodeRole, PhaseState
 from phased.core.model import EmitEvent
-
 from tests.core.builders import Cluster, nodes, phase, spec, with_ready
 
 PHASES = (

@@ -1,8 +1,7 @@
 from phased.api.v1alpha1 import JobState, NodeRole
-from phased.core.model import ClaimNode, CreatePod, EnsureService
-
-from tests.core.builders import Cluster, nodes, of_type, phase, snapshot, spec, SETTINGS, T0
 from phased.core.decide import decide
+from phased.core.model import ClaimNode, CreatePod, EnsureService
+from tests.core.builders import SETTINGS, T0, Cluster, nodes, of_type, phase, snapshot, spec
 
 
 def test_first_call_claims_min_then_spares_then_up_to_max():

@@ -23,6 +23,7 @@ from phased.core import conditions as conds
 from phased.core.model import (
     Action,
     ClaimNode,
+    DeletePod,
     EmitEvent,
     NodeInfo,
     Plan,
@@ -104,14 +105,16 @@ class Draft:
         reason: str,
         message: str,
         event: str | None = None,
+        event_reason: str | None = None,
     ) -> bool:
-        """Set a condition; on a flip to True emit an event of type ``event`` (if given)."""
+        """Set a condition; on a flip to True emit an event of type ``event`` (if given),
+        whose reason is ``event_reason`` or else the condition's type."""
         change = conds.set_condition(
             self.conditions, kind, status, reason, message, self.now, self.snap.job.generation
         )
         self.conditions = change.conditions
         if change.flipped and status and event is not None:
-            self.event(event, reason, message)
+            self.event(event, event_reason or kind, message)
         return change.flipped
 
     def is_true(self, kind: str) -> bool:
@@ -120,7 +123,13 @@ class Draft:
     # --- actions ----------------------------------------------------------------------------
 
     def act(self, action: Action) -> None:
+        """Queue ``action``; a second delete of the same pod in one plan is dropped."""
+        if isinstance(action, DeletePod) and action.name in self.deleted_pods():
+            return
         self.actions.append(action)
+
+    def deleted_pods(self) -> set[str]:
+        return {a.name for a in self.actions if isinstance(a, DeletePod)}
 
     def event(self, kind: str, reason: str, message: str) -> None:
         self.actions.append(EmitEvent(type=kind, reason=reason, message=message))

@@ -142,7 +142,7 @@ def fail(draft: Draft, reason: str, message: str) -> None:
     draft.update_record(state=PhaseState.FAILED, end_time=format_time(draft.now))
     close_open_failures(draft)
     draft.set(state=JobState.FAILED, completion_time=format_time(draft.now), message=message)
-    draft.condition(ConditionType.FAILED, True, reason, message, event=WARNING)
+    draft.condition(ConditionType.FAILED, True, reason, message, WARNING, event_reason=reason)
 
 
 def settle(draft: Draft) -> bool:

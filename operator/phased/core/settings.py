@@ -90,9 +90,7 @@ class Settings(_Model):
         return {g.resource for g in self.gpu_types.values()}
 
 
-def load_settings(
-    text: str | None = None, env: Mapping[str, str] | None = None
-) -> Settings:
+def load_settings(text: str | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Build settings from YAML ``text`` (may be empty) and ``PHASED_*`` overrides in ``env``."""
     data: dict[str, Any] = {}
     if text:
