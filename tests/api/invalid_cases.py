@@ -9,6 +9,8 @@ Each invalid case is ``(id, manifest, model_error, api_error)``:
   CEL message verbatim.
 
 Every case is one small change to :func:`valid_job`, so each fails for exactly one reason.
+The ``api_error`` texts were checked against kube-apiserver v1.36.3 with ``kubectl create
+--dry-run=server`` (every invalid case rejected with its text, every valid case accepted).
 The table is plain data: the end-to-end suite applies the same cases to a real API server.
 """
 
@@ -124,7 +126,7 @@ INVALID_CASES: list[InvalidCase] = [
         "the minimum node count may not exceed the maximum",
         job(_set("spec.phases[1].nodes", {"min": 12, "max": 10})),
         "spec.phases[1].nodes: nodes.min (12) must not exceed nodes.max (10)",
-        "nodes.min (12) must not exceed nodes.max (10)",
+        "nodes.min must not exceed nodes.max",
     ),
     InvalidCase(
         "a phase must say how many nodes it needs",

@@ -61,7 +61,8 @@ def test_every_field_has_a_description() -> None:
     undocumented = [
         path
         for path, node in walk(crd_root_schema(), "")
-        if not str(node.get("description", "")).strip()
+        # The API server forbids describing metadata: it documents it itself.
+        if path != ".metadata" and not str(node.get("description", "")).strip()
     ]
     assert undocumented == []
 
