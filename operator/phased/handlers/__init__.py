@@ -1,0 +1,101 @@
+"""kopf wiring only: watch events in, :class:`~phased.reconcile.Reconciler` triggers out.
+
+Only ``on.event`` handlers are used, for every resource: they write nothing onto the objects
+(no progress annotations, no kopf finalizers on Nodes or Pods). Phased keeps its own
+finalizer on TrainingJobs and its own state on Nodes, so kopf is a watch loop here, and the
+reconciler is level-based.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kopf
+
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import GROUP, PLURAL, VERSION
+from phased.core import labels
+from phased.reconcile import Reconciler
+
+logger = logging.getLogger(__name__)
+
+Startup = Callable[[], Awaitable[Reconciler]]
+
+
+def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.OperatorRegistry:
+    """A kopf registry whose handlers feed the reconciler that ``start`` creates."""
+    registry = kopf.OperatorRegistry()
+    holder: dict[str, Reconciler] = {}
+    background: list[asyncio.Task[None]] = []
+
+    @kopf.on.startup(registry=registry)
+    async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.finalizer = "phased.dev/kopf-finalizer"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="phased.dev")
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix="phased.dev", key="last-handled-configuration"
+        )
+        settings.posting.enabled = False  # events are posted by the reconciler itself
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.networking.error_backoffs = [1, 2, 5, 10]
+        reconciler = await start()
+        holder["r"] = reconciler
+        await reconciler.relist_jobs()
+        await reconciler.relist_nodes()
+        background.append(asyncio.create_task(_periodic(reconciler)))
+        reconciler.trigger_all()
+
+    @kopf.on.cleanup(registry=registry)
+    async def _cleanup(**_: Any) -> None:
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await stop()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    def _job(event: kopf.RawEvent, **_: Any) -> None:
+        if "r" in holder:
+            holder["r"].job_event(event.get("type"), dict(event["object"]))
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    def _node(event: kopf.RawEvent, **_: Any) -> None:
+        if "r" in holder:
+            holder["r"].node_event(event.get("type"), dict(event["object"]))
+
+    @kopf.on.event(
+        "", "v1", "pods", labels={labels.LABEL_MANAGED_BY: labels.MANAGED_BY}, registry=registry
+    )
+    def _pod(event: kopf.RawEvent, **_: Any) -> None:
+        if "r" in holder:
+            holder["r"].pod_event(dict(event["object"]))
+
+    return registry
+
+
+async def _periodic(reconciler: Reconciler) -> None:
+    """Resync every job, relist Nodes (a deletion missed while a watch was down sends no
+    event), and release nodes whose job is gone."""
+    relist_every = parse_duration(reconciler.settings.node_relist_interval)
+    resync_every = parse_duration(reconciler.settings.resync_interval)
+    last_relist = time.monotonic()
+    while True:
+        await asyncio.sleep(max(1, resync_every))
+        try:
+            if time.monotonic() - last_relist >= relist_every:
+                await reconciler.relist_nodes()
+                await reconciler.relist_jobs()
+                last_relist = time.monotonic()
+            await reconciler.release_orphans()
+            reconciler.trigger_all()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("periodic resync failed; will try again")

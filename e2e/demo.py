@@ -1,0 +1,178 @@
+"""The demo: a four-phase TrainingJob on the local cluster, watched live, with a node failure.
+
+Run by ``make demo``. It starts the local cluster (built and cached on the first run),
+installs the CRD, runs the operator, applies ``examples/small.yaml``, and redraws a view of
+the job every second: phase, state, nodes by role, workers, the failure ledger. In the
+training phase it makes one active node NotReady; you watch Phased cordon it and promote a
+spare. It ends with a summary when the job has succeeded. The cluster stays up afterwards
+(`make cluster-down` stops it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from e2e.harness import CRD, REPO, Operator  # noqa: E402
+
+EXAMPLE = REPO / "examples" / "small.yaml"
+NAMESPACE = "demo"
+CLEAR = "\033[H\033[2J"
+
+
+def kubeconfig() -> str:
+    out = subprocess.run(
+        ["bash", "-c", f"source {REPO}/e2e/cluster/versions.sh && echo $PHASED_KUBECONFIG"],
+        capture_output=True, text=True, check=True,
+    )
+    return out.stdout.strip()
+
+
+def kubectl_path() -> str:
+    out = subprocess.run(
+        ["bash", "-c", f"source {REPO}/e2e/cluster/versions.sh && echo $PHASED_BIN_K8S/kubectl"],
+        capture_output=True, text=True, check=True,
+    )
+    return out.stdout.strip()
+
+
+class Kubectl:
+    def __init__(self, binary: str, config: str) -> None:
+        self.binary, self.config = binary, config
+
+    def __call__(self, *args: str, check: bool = True, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            [self.binary, "--kubeconfig", self.config, *args],
+            capture_output=True, text=True, input=stdin, check=False,
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json"))
+
+
+def view(job: dict[str, Any], pods: list[dict[str, Any]], started: float, note: str) -> str:
+    status = job.get("status") or {}
+    pool = status.get("pool") or {}
+    lines = [
+        f"Phased demo — TrainingJob {NAMESPACE}/{job['metadata']['name']}"
+        f"   elapsed {time.monotonic() - started:5.0f}s",
+        "",
+        f"  state   {status.get('state', '-'):<12} phase {status.get('phase') or '-'}"
+        f" ({status.get('phaseIndex', 0) + 1}/{len(job['spec']['phases'])})",
+        f"  nodes   active {len(pool.get('active', []))}   spare {len(pool.get('spares', []))}"
+        f"   quarantined {len(pool.get('quarantined', []))}",
+        f"  active  {' '.join(pool.get('active', [])) or '-'}",
+        f"  spares  {' '.join(pool.get('spares', [])) or '-'}",
+        f"  quarantined {' '.join(pool.get('quarantined', [])) or '-'}",
+        "",
+        "  phases:",
+    ]
+    for record in status.get("phases", []):
+        lines.append(
+            f"    {record['name']:<11} {record.get('state', ''):<10} nodes {record.get('nodes', 0):>3}"
+            f"  GPU-h {record.get('gpuHours', 0):8.2f}  cost {record.get('cost', 0):8.2f}"
+        )
+    workers = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    lines += ["", f"  workers ({len(workers)}):"]
+    for pod in sorted(workers, key=lambda p: p["metadata"]["name"])[-12:]:
+        lines.append(
+            f"    {pod['metadata']['name']:<34} {pod['status'].get('phase', ''):<10}"
+            f" {pod['spec'].get('nodeName') or '-'}"
+        )
+    failures = status.get("failures", [])
+    if failures:
+        lines += ["", "  failure ledger:"]
+        for f in failures:
+            lines.append(
+                f"    #{f['id']} {f['node']} {f['reason']}: detected {f.get('detected', '-')[11:19]}"
+                f" cordoned {str(f.get('cordoned') or '-')[11:19]} replaced by"
+                f" {f.get('replacedBy') or '-'} resumed {str(f.get('resumed') or '-')[11:19]}"
+            )
+    interruption = status.get("interruption") or {}
+    lines += [
+        "",
+        f"  interruption {interruption.get('used', '0s')} of"
+        f" {interruption.get('budgetSeconds', 0) / 60:.0f}m budget"
+        f"   utilization {status.get('utilizationPercent', 0):.1f}%"
+        f"   cost so far {(status.get('accounting') or {}).get('cost', 0):.2f}",
+    ]
+    if note:
+        lines += ["", f"  >> {note}"]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-failure", action="store_true", help="do not fail a node")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--plain", action="store_true", help="append views instead of redrawing")
+    args = parser.parse_args()
+
+    subprocess.run(["bash", str(REPO / "e2e" / "cluster" / "up.sh")], check=True)
+    kubectl = Kubectl(kubectl_path(), kubeconfig())
+    kubectl("apply", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
+    kubectl("create", "namespace", NAMESPACE, check=False)
+    kubectl("delete", "trainingjob", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=120s", check=False)
+
+    log = Path(os.environ.get("PHASED_DEMO_LOG", "/tmp/phased-demo-operator.log"))
+    operator = Operator(kubeconfig(), log).start()
+    print(f"operator running (log: {log}); applying {EXAMPLE.relative_to(REPO)}")
+    kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLE))
+    name = kubectl.json("get", "-n", NAMESPACE, "-f", str(EXAMPLE))["metadata"]["name"]
+
+    started = time.monotonic()
+    failed_node = ""
+    note = "waiting for the first phase"
+    try:
+        while time.monotonic() - started < args.timeout:
+            job = kubectl.json("get", "trainingjob", name, "-n", NAMESPACE)
+            pods = kubectl.json("get", "pods", "-n", NAMESPACE, "-l", f"phased.dev/job={name}")["items"]
+            status = job.get("status") or {}
+            active = (status.get("pool") or {}).get("active", [])
+            if (
+                not args.no_failure and not failed_node and status.get("phase") == "train"
+                and status.get("state") == "Running" and active
+            ):
+                failed_node = active[0]
+                kubectl("annotate", "node", failed_node, "sim.phased.dev/not-ready=true", "--overwrite")
+                note = f"made node {failed_node} NotReady: watch it get cordoned and swapped"
+            print(("" if args.plain else CLEAR) + view(job, pods, started, note), flush=True)
+            if status.get("state") in ("Succeeded", "Failed"):
+                break
+            time.sleep(1)
+        else:
+            print("the demo timed out; the operator log is at", log)
+            return 1
+    finally:
+        operator.stop()
+        if failed_node:
+            kubectl("annotate", "node", failed_node, "sim.phased.dev/not-ready-", check=False)
+
+    status = job.get("status") or {}
+    accounting = status.get("accounting") or {}
+    print(
+        f"\nTrainingJob {name} {status.get('state')} in {time.monotonic() - started:.0f}s:"
+        f" {len(status.get('phases', []))} phases, {len(status.get('failures', []))} failure(s),"
+        f" interruption {status.get('interruption', {}).get('used', '0s')},"
+        f" {accounting.get('gpuHours', 0):.2f} GPU-hours, cost {accounting.get('cost', 0):.2f}"
+        f" {accounting.get('currency', '')}."
+    )
+    print("The cluster is still up: `kubectl --kubeconfig", kubeconfig(), "get tj -A`;"
+          " stop it with `make cluster-down`.")
+    return 0 if status.get("state") == "Succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

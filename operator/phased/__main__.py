@@ -1,0 +1,5 @@
+import sys
+
+from phased.cli import main
+
+sys.exit(main())

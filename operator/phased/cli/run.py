@@ -1,0 +1,117 @@
+"""``phased run``: start the operator.
+
+Settings come from one YAML file (``--settings`` or ``$PHASED_SETTINGS_FILE``; the Helm chart
+mounts it from a ConfigMap) with ``PHASED_*`` environment overrides; they are validated before
+anything connects, and a bad value stops the start with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from phased.core.settings import Settings, SettingsError, load_settings
+
+logger = logging.getLogger("phased")
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("run", help="run the operator (watches every namespace)")
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster)"
+    )
+    parser.add_argument(
+        "--settings", help="operator settings YAML (default: $PHASED_SETTINGS_FILE; none: built-in)"
+    )
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch only this namespace (repeatable; default: all namespaces)",
+    )
+    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    parser.set_defaults(func=run)
+
+
+def read_settings(path: str | None) -> Settings:
+    path = path or os.environ.get("PHASED_SETTINGS_FILE")
+    text = ""
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"cannot read settings file {path}: {exc.strerror}") from exc
+    return load_settings(text, os.environ)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("kopf.objects", "kopf._core.engines.peering", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        settings = read_settings(args.settings)
+    except SettingsError as exc:
+        print(f"phased: {exc}", file=sys.stderr)
+        return 2
+    if args.kubeconfig:
+        if not Path(args.kubeconfig).is_file():
+            print(f"phased: kubeconfig {args.kubeconfig} does not exist", file=sys.stderr)
+            return 2
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    try:
+        asyncio.run(_operate(settings, args.kubeconfig, list(args.namespace)))
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+async def _operate(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:
+    import kopf
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from phased.handlers import build_registry
+    from phased.health import HealthServer
+    from phased.kube.client import KubeClient
+    from phased.metrics import Metrics
+    from phased.reconcile import Reconciler
+
+    state: dict[str, Any] = {}
+
+    async def start() -> Reconciler:
+        registry = CollectorRegistry()
+        metrics = Metrics.create(registry)
+        start_http_server(settings.metrics_port, registry=registry)
+        kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error)
+        reconciler = Reconciler(kube, settings, metrics)
+        health = HealthServer(reconciler, settings.health_port)
+        await health.start()
+        state.update(kube=kube, health=health, reconciler=reconciler)
+        logger.info(
+            "phased started: metrics on :%d/metrics, health on :%d/healthz",
+            settings.metrics_port,
+            settings.health_port,
+        )
+        return reconciler
+
+    async def stop() -> None:
+        if "reconciler" in state:
+            await state["reconciler"].drain()
+        if "health" in state:
+            await state["health"].stop()
+        if "kube" in state:
+            await state["kube"].close()
+
+    await kopf.operator(
+        registry=build_registry(start, stop),
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+    )

@@ -1,0 +1,185 @@
+"""A thin async JSON client for the Kubernetes API: the only code that sends requests.
+
+It borrows authentication and TLS from ``kubernetes.aio`` (kubeconfig or in-cluster), speaks
+plain dicts (no generated models on the hot path), retries transient failures with backoff
+and jitter, and turns HTTP errors into the project's own exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes.aio import client as aio_client
+from kubernetes.aio import config as aio_config
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+ErrorHook = Callable[[str, str], None]  # (verb, resource) -> None
+
+
+class KubeError(Exception):
+    """The API answered with an error (or could not be reached)."""
+
+    def __init__(self, status: int, reason: str, message: str, verb: str, resource: str) -> None:
+        super().__init__(f"{verb} {resource}: {status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    """409: a resourceVersion precondition failed, or the object already exists."""
+
+    @property
+    def already_exists(self) -> bool:
+        return self.reason == "AlreadyExists"
+
+
+class Invalid(KubeError):
+    """422: the object was rejected by validation."""
+
+
+class Forbidden(KubeError):
+    pass
+
+
+_TRANSIENT = {429, 500, 502, 503, 504}
+
+
+class KubeClient:
+    """Async requests against one API server; create with :meth:`connect`."""
+
+    def __init__(
+        self,
+        api: aio_client.ApiClient,
+        *,
+        retries: int = 5,
+        base_delay: float = 0.2,
+        max_delay: float = 5.0,
+        timeout: float = 30.0,
+        on_error: ErrorHook | None = None,
+    ) -> None:
+        self._api = api
+        self._retries = retries
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._timeout = timeout
+        self._on_error = on_error
+
+    @classmethod
+    async def connect(
+        cls, kubeconfig: str | None = None, *, on_error: ErrorHook | None = None
+    ) -> KubeClient:
+        """Log in from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config, then in-cluster)."""
+        configuration = aio_client.Configuration()
+        try:
+            await aio_config.load_kube_config(
+                config_file=kubeconfig, client_configuration=configuration
+            )
+        except (aio_config.ConfigException, FileNotFoundError, TypeError):
+            if kubeconfig:
+                raise
+            aio_config.load_incluster_config(client_configuration=configuration)
+        api = aio_client.ApiClient(configuration=configuration)
+        return cls(api, on_error=on_error)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def request(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        *,
+        resource: str,
+        query: Mapping[str, str | int | bool] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        retry: bool = True,
+    ) -> JSON:
+        """Send one request; retry transient failures; return the decoded JSON body."""
+        attempt = 0
+        while True:
+            try:
+                return await self._once(method, path, query, body, content_type, verb, resource)
+            except KubeError as exc:
+                transient = exc.status in _TRANSIENT or exc.status == 0
+                if not (retry and transient) or attempt >= self._retries:
+                    if self._on_error is not None:
+                        self._on_error(verb, resource)
+                    raise
+            attempt += 1
+            delay = min(self._max_delay, self._base_delay * 2**attempt)
+            await asyncio.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311 - jitter
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str | int | bool] | None,
+        body: Any,
+        content_type: str | None,
+        verb: str,
+        resource: str,
+    ) -> JSON:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        params = [
+            (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
+        ]
+        _method, url, header_params, serialized, _ = await self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=params or None,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = await self._api.call_api(
+                method,
+                url,
+                header_params=header_params,
+                body=serialized,
+                _request_timeout=self._timeout,
+            )
+            raw = await response.read()
+        except (TimeoutError, OSError) as exc:
+            raise KubeError(
+                0, "Unreachable", str(exc) or type(exc).__name__, verb, resource
+            ) from exc
+        except Exception as exc:  # aiohttp client errors and the like: the API is unreachable
+            if type(exc).__module__.startswith("aiohttp"):
+                raise KubeError(0, "Unreachable", str(exc), verb, resource) from exc
+            raise
+        status = int(response.status)
+        try:
+            data: JSON = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"message": raw[:200].decode(errors="replace")}
+        if 200 <= status < 300:
+            return data
+        reason = str(data.get("reason") or response.reason or "")
+        message = str(data.get("message") or "")
+        error_type: type[KubeError] = {
+            404: NotFound,
+            409: Conflict,
+            422: Invalid,
+            403: Forbidden,
+        }.get(status, KubeError)
+        raise error_type(status, reason, message, verb, resource)

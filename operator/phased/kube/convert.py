@@ -1,0 +1,125 @@
+"""Turn raw API objects into the core's frozen snapshot values."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from phased.core.model import JobRef, NodeCondition, NodeInfo, PodInfo, PodPhase, Taint
+
+_QUANTITY = re.compile(r"^([0-9]+)(\.[0-9]+)?([a-zA-Z]*)$")
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def whole_units(value: Any) -> int:
+    """An extended-resource quantity as a whole number (``"8"`` → 8); 0 when unreadable."""
+    match = _QUANTITY.match(str(value))
+    if match is None or match.group(3) not in ("", "k"):
+        return 0
+    number = int(match.group(1))
+    return number * 1000 if match.group(3) == "k" else number
+
+
+def _counted(resources: Any) -> dict[str, int]:
+    """Extended resources (``vendor/name``) as whole numbers; cpu and memory are not needed."""
+    if not isinstance(resources, dict):
+        return {}
+    return {str(k): whole_units(v) for k, v in resources.items() if "/" in str(k)}
+
+
+def node_from_raw(raw: dict[str, Any]) -> NodeInfo:
+    """A Node's fields that decisions read; the rest (images, addresses…) is dropped."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    conditions = tuple(
+        NodeCondition(
+            type=str(c.get("type", "")),
+            status=str(c.get("status", "Unknown")),
+            last_transition=parse_time(c.get("lastTransitionTime")),
+            reason=str(c.get("reason") or ""),
+            message=str(c.get("message") or "")[:256],
+        )
+        for c in status.get("conditions") or []
+        if isinstance(c, dict)
+    )
+    taints = tuple(
+        Taint(
+            key=str(t.get("key", "")),
+            value=str(t.get("value") or ""),
+            effect=str(t.get("effect", "NoSchedule")),
+        )
+        for t in spec.get("taints") or []
+        if isinstance(t, dict)
+    )
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith("phased.dev/")
+    }
+    return NodeInfo(
+        name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels=dict(meta.get("labels") or {}),
+        annotations=annotations,
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        conditions=conditions,
+        allocatable=_counted(status.get("allocatable")),
+        capacity=_counted(status.get("capacity")),
+        created=parse_time(meta.get("creationTimestamp")),
+    )
+
+
+def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    try:
+        phase = PodPhase(status.get("phase", "Pending"))
+    except ValueError:
+        phase = PodPhase.UNKNOWN
+    exit_code: int | None = None
+    reason = str(status.get("reason") or "")
+    for cs in status.get("containerStatuses") or []:
+        terminated = ((cs or {}).get("state") or {}).get("terminated")
+        if terminated:
+            exit_code = terminated.get("exitCode")
+            reason = str(terminated.get("reason") or reason)
+            break
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+        if isinstance(c, dict)
+    )
+    return PodInfo(
+        name=str(meta.get("name", "")),
+        labels=dict(meta.get("labels") or {}),
+        node_name=spec.get("nodeName"),
+        phase=phase,
+        deleting=meta.get("deletionTimestamp") is not None,
+        ready=ready,
+        created=parse_time(meta.get("creationTimestamp")),
+        started=parse_time(status.get("startTime")),
+        exit_code=exit_code,
+        reason=reason,
+    )
+
+
+def job_ref_from_raw(raw: dict[str, Any]) -> JobRef:
+    meta = raw.get("metadata") or {}
+    return JobRef(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        generation=int(meta.get("generation") or 1),
+        created=parse_time(meta.get("creationTimestamp")),
+        deleting=meta.get("deletionTimestamp") is not None,
+    )

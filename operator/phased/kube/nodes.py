@@ -1,0 +1,245 @@
+"""Node verbs: claim, change role, quarantine, release. Pool membership lives on the Nodes.
+
+Every change reads the Node fresh, checks that Phased may touch it (it is free, or it belongs
+to the job), and patches it with its ``resourceVersion`` as a precondition, so two jobs (or
+two operator replicas) can never both win the same node. A lost race returns ``False``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from phased.api.v1alpha1 import NodeRole
+from phased.core import labels
+from phased.core.model import JobRef
+from phased.kube.client import JSON, MERGE_PATCH, Conflict, KubeClient, NotFound
+
+logger = logging.getLogger(__name__)
+
+Mutation = Callable[[JSON], JSON | None]  # fresh node -> patch body, or None to give up
+_ATTEMPTS = 4
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _taints(node: JSON) -> list[JSON]:
+    return list(((node.get("spec") or {}).get("taints")) or [])
+
+
+def _labels(node: JSON) -> dict[str, str]:
+    return dict(((node.get("metadata") or {}).get("labels")) or {})
+
+
+def _owner(node: JSON) -> str | None:
+    return _labels(node).get(labels.LABEL_JOB_UID)
+
+
+def _without(taints: list[JSON], *keys: str) -> list[JSON]:
+    return [t for t in taints if t.get("key") not in keys]
+
+
+def is_claimable(node: JSON) -> bool:
+    """Free for a claim: no owner, not cordoned, not quarantined."""
+    meta_labels = _labels(node)
+    return (
+        labels.LABEL_JOB_UID not in meta_labels
+        and meta_labels.get(labels.LABEL_ROLE) != NodeRole.QUARANTINED.value
+        and not (node.get("spec") or {}).get("unschedulable", False)
+    )
+
+
+class NodeVerbs:
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    async def get(self, name: str) -> JSON:
+        return await self._kube.request("get", "GET", f"/api/v1/nodes/{name}", resource="nodes")
+
+    async def list(self, label_selector: str = "") -> JSON:
+        query = {"labelSelector": label_selector} if label_selector else None
+        return await self._kube.request(
+            "list", "GET", "/api/v1/nodes", resource="nodes", query=query
+        )
+
+    async def _update(self, name: str, mutate: Mutation) -> JSON | None:
+        """Read, mutate, patch with a resourceVersion precondition; retry lost races."""
+        for _ in range(_ATTEMPTS):
+            try:
+                node = await self.get(name)
+            except NotFound:
+                return None
+            patch = mutate(node)
+            if patch is None:
+                return None
+            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"][
+                "resourceVersion"
+            ]
+            try:
+                return await self._kube.request(
+                    "patch",
+                    "PATCH",
+                    f"/api/v1/nodes/{name}",
+                    resource="nodes",
+                    body=patch,
+                    content_type=MERGE_PATCH,
+                    retry=True,
+                )
+            except Conflict:
+                continue
+            except NotFound:
+                return None
+        logger.warning("node %s kept changing under us; will retry on the next reconcile", name)
+        return None
+
+    async def claim(
+        self,
+        name: str,
+        resource_version: str,
+        job: JobRef,
+        role: NodeRole,
+        now: datetime,
+        spare_taint: bool = False,
+    ) -> bool:
+        """Take a free node for ``job``. False when it is no longer free (another job won)."""
+
+        def mutate(node: JSON) -> JSON | None:
+            owner = _owner(node)
+            if owner == job.uid:
+                return (
+                    None
+                    if _labels(node).get(labels.LABEL_ROLE) == role.value
+                    else {"metadata": {"labels": {labels.LABEL_ROLE: role.value}}}
+                )
+            if not is_claimable(node):
+                return None
+            if resource_version and node["metadata"]["resourceVersion"] != resource_version:
+                # Changed since the decision: let the next reconcile judge it afresh.
+                return None
+            taints = _without(_taints(node), labels.TAINT_POOL, labels.TAINT_SPARE)
+            taints.append({"key": labels.TAINT_POOL, "value": job.uid, "effect": "NoSchedule"})
+            return {
+                "metadata": {
+                    "labels": {
+                        labels.LABEL_JOB_UID: job.uid,
+                        labels.LABEL_JOB: job.name[:63],
+                        labels.LABEL_JOB_NAMESPACE: job.namespace,
+                        labels.LABEL_ROLE: role.value,
+                    },
+                    "annotations": {labels.ANNOTATION_CLAIMED_AT: _iso(now)},
+                },
+                "spec": {"taints": taints},
+            }
+
+        result = await self._update(name, mutate)
+        return result is not None and _owner(result) == job.uid
+
+    async def set_role(self, name: str, job: JobRef, role: NodeRole) -> bool:
+        def mutate(node: JSON) -> JSON | None:
+            if _owner(node) != job.uid:
+                return None
+            if _labels(node).get(labels.LABEL_ROLE) == role.value:
+                return None
+            return {"metadata": {"labels": {labels.LABEL_ROLE: role.value}}}
+
+        return await self._update(name, mutate) is not None
+
+    async def release(self, name: str, job: JobRef) -> bool:
+        """Give a node back: remove the job's labels, annotation and pool taint."""
+
+        def mutate(node: JSON) -> JSON | None:
+            if _owner(node) != job.uid:
+                return None
+            role = _labels(node).get(labels.LABEL_ROLE)
+            patch: dict[str, Any] = {
+                "metadata": {
+                    "labels": {
+                        labels.LABEL_JOB_UID: None,
+                        labels.LABEL_JOB: None,
+                        labels.LABEL_JOB_NAMESPACE: None,
+                    },
+                    "annotations": {labels.ANNOTATION_CLAIMED_AT: None},
+                },
+                "spec": {"taints": _without(_taints(node), labels.TAINT_POOL, labels.TAINT_SPARE)},
+            }
+            if role != NodeRole.QUARANTINED.value:
+                # A quarantined node stays cordoned and marked until a person releases it.
+                patch["metadata"]["labels"][labels.LABEL_ROLE] = None
+            return patch
+
+        return await self._update(name, mutate) is not None
+
+    async def quarantine(self, name: str, job: JobRef, annotation: str) -> bool:
+        """Cordon the node, mark it quarantined, and record why and when."""
+
+        def mutate(node: JSON) -> JSON | None:
+            if _owner(node) != job.uid:
+                return None
+            taints = _without(_taints(node), labels.TAINT_QUARANTINE)
+            taints.append(
+                {"key": labels.TAINT_QUARANTINE, "value": job.uid, "effect": "NoSchedule"}
+            )
+            return {
+                "metadata": {
+                    "labels": {labels.LABEL_ROLE: NodeRole.QUARANTINED.value},
+                    "annotations": {labels.ANNOTATION_QUARANTINE: annotation},
+                },
+                "spec": {"unschedulable": True, "taints": taints},
+            }
+
+        return await self._update(name, mutate) is not None
+
+    async def unquarantine(self, name: str, job: JobRef, role: NodeRole = NodeRole.SPARE) -> bool:
+        """Uncordon a healthy quarantined node of the job and give it ``role``."""
+
+        def mutate(node: JSON) -> JSON | None:
+            if _owner(node) != job.uid:
+                return None
+            return {
+                "metadata": {
+                    "labels": {labels.LABEL_ROLE: role.value},
+                    "annotations": {labels.ANNOTATION_QUARANTINE: None},
+                },
+                "spec": {
+                    "unschedulable": None,
+                    "taints": _without(_taints(node), labels.TAINT_QUARANTINE),
+                },
+            }
+
+        return await self._update(name, mutate) is not None
+
+    async def release_quarantined(self, name: str) -> bool:
+        """A person's release of a quarantined node: uncordon and remove every Phased mark."""
+
+        def mutate(node: JSON) -> JSON | None:
+            if _labels(node).get(labels.LABEL_ROLE) != NodeRole.QUARANTINED.value:
+                return None
+            return {
+                "metadata": {
+                    "labels": {
+                        labels.LABEL_JOB_UID: None,
+                        labels.LABEL_JOB: None,
+                        labels.LABEL_JOB_NAMESPACE: None,
+                        labels.LABEL_ROLE: None,
+                    },
+                    "annotations": {
+                        labels.ANNOTATION_QUARANTINE: None,
+                        labels.ANNOTATION_CLAIMED_AT: None,
+                    },
+                },
+                "spec": {
+                    "unschedulable": None,
+                    "taints": _without(
+                        _taints(node),
+                        labels.TAINT_QUARANTINE,
+                        labels.TAINT_POOL,
+                        labels.TAINT_SPARE,
+                    ),
+                },
+            }
+
+        return await self._update(name, mutate) is not None

@@ -1,0 +1,480 @@
+"""Observe → decide → act, for one TrainingJob at a time.
+
+Every trigger — a job, node or pod event, a timer, a relist — ends in :meth:`Reconciler.trigger`
+for the jobs it concerns. Triggers for one job coalesce: a job is reconciled by at most one
+task at a time, and an event that arrives meanwhile runs it once more afterwards. One pass:
+
+1. observe: the job (fresh GET), its pods (LIST by the job-uid label), every Node from the
+   in-memory :class:`~phased.kube.nodeview.NodeView`;
+2. decide: :func:`phased.core.decide.decide`, pure;
+3. act: perform the plan's actions in order through the kube layer, then write the status
+   once. If an action fails the status is not written: the next pass starts again from the
+   cluster's truth and the old status, so nothing is recorded that did not happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import (
+    JobState,
+    SpareIdlePolicy,
+    TrainingJobSpec,
+    parse_spec,
+    parse_status,
+)
+from phased.core import labels
+from phased.core.decide import decide
+from phased.core.model import (
+    Action,
+    Claimant,
+    ClaimNode,
+    CreatePod,
+    DeletePod,
+    EmitEvent,
+    EnsureService,
+    JobRef,
+    NodeInfo,
+    Plan,
+    PodPhase,
+    QuarantineNode,
+    ReleaseNode,
+    SetNodeRole,
+    Snapshot,
+    UnquarantineNode,
+)
+from phased.core.quarantine import QuarantineNote, encode_quarantine
+from phased.core.settings import Settings
+from phased.kube.client import KubeClient, KubeError
+from phased.kube.convert import job_ref_from_raw, pod_from_raw
+from phased.kube.events import EventVerbs
+from phased.kube.jobs import JobVerbs
+from phased.kube.nodes import NodeVerbs
+from phased.kube.nodeview import NodeView
+from phased.kube.pods import PodVerbs
+from phased.metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+_VOLATILE_PHASE_KEYS = (
+    "gpuHours",
+    "activeGpuHours",
+    "spareGpuHours",
+    "busyGpuHours",
+    "cost",
+    "waitingSeconds",
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_spec_error(exc: ValidationError) -> str:
+    """A pydantic error in the API's words: ``spec.phases[1].nodes: <message>``."""
+    parts = []
+    for err in exc.errors()[:5]:
+        path = "spec"
+        for loc in err["loc"]:
+            path += f"[{loc}]" if isinstance(loc, int) else f".{loc}"
+        message = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{path}: {message}")
+    more = len(exc.errors()) - 5
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+@dataclass
+class JobEntry:
+    """What the operator remembers about a job between passes (all of it rebuildable)."""
+
+    ref: JobRef
+    raw: dict[str, Any]
+    spec: TrainingJobSpec | None = None
+    spec_error: str | None = None
+    spec_generation: int = -1
+    last_status_write: float = 0.0
+    own_resource_version: str = ""
+    service_ok: bool = False
+    timer: asyncio.TimerHandle | None = None
+    timer_due: float = 0.0
+
+
+@dataclass
+class _Queue:
+    pending: set[str] = field(default_factory=set)
+    running: set[str] = field(default_factory=set)
+    dirty: set[str] = field(default_factory=set)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        *,
+        clock: Clock = utcnow,
+        concurrency: int = 8,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock
+        self.nodes = NodeView()
+        self.node_verbs = NodeVerbs(kube)
+        self.pod_verbs = PodVerbs(kube)
+        self.job_verbs = JobVerbs(kube)
+        self.event_verbs = EventVerbs(kube)
+        self.jobs: dict[str, JobEntry] = {}
+        self.jobs_synced = False
+        self._queue = _Queue()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._resync = parse_duration(settings.resync_interval)
+        self.passes = 0
+        self.last_pass_at = time.monotonic()
+
+    # -- triggers -----------------------------------------------------------------------------
+
+    def job_event(self, event_type: str | None, raw: dict[str, Any]) -> None:
+        ref = job_ref_from_raw(raw)
+        if not ref.uid:
+            return
+        if event_type == "DELETED":
+            entry = self.jobs.pop(ref.uid, None)
+            if entry and entry.timer:
+                entry.timer.cancel()
+            if self.metrics:
+                self.metrics.forget_job(ref.namespace, ref.name)
+            return
+        entry = self.jobs.get(ref.uid)
+        rv = str((raw.get("metadata") or {}).get("resourceVersion", ""))
+        if entry is None:
+            self.jobs[ref.uid] = JobEntry(ref=ref, raw=raw)
+        else:
+            echo = rv and rv == entry.own_resource_version
+            entry.ref, entry.raw = ref, raw
+            if echo:
+                return  # our own status write coming back: nothing new to decide
+        self.trigger(ref.uid)
+
+    def node_event(self, event_type: str | None, raw: dict[str, Any]) -> None:
+        before, after = self.nodes.apply_event(event_type, raw)
+        if before is not None and after is not None and _same_state(before, after):
+            return  # a heartbeat: nothing a decision reads has changed
+        owners = {n.owner_uid for n in (before, after) if n is not None and n.owner_uid}
+        for uid in owners:
+            self.trigger(uid)
+        if after is None or after.owner_uid is None:
+            self.trigger_waiting()
+
+    def pod_event(self, raw: dict[str, Any]) -> None:
+        uid = ((raw.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_JOB_UID)
+        if uid:
+            self.trigger(uid)
+
+    def trigger_waiting(self) -> None:
+        """A node may have come free: wake the jobs that want capacity."""
+        for uid, entry in self.jobs.items():
+            status = entry.raw.get("status") or {}
+            if status.get("state") in (None, JobState.PENDING, JobState.WAITING) or status.get(
+                "waitingFor"
+            ):
+                self.trigger(uid)
+
+    def trigger_all(self) -> None:
+        for uid in list(self.jobs):
+            self.trigger(uid)
+
+    def trigger(self, uid: str, delay: float = 0.0) -> None:
+        if delay > 0:
+            self._schedule(uid, delay)
+            return
+        if uid in self._queue.running:
+            self._queue.dirty.add(uid)
+            return
+        if uid in self._queue.pending:
+            return
+        self._queue.pending.add(uid)
+        task = asyncio.get_running_loop().create_task(self._run(uid))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _schedule(self, uid: str, delay: float) -> None:
+        entry = self.jobs.get(uid)
+        if entry is None:
+            return
+        due = time.monotonic() + delay
+        if entry.timer is not None and not entry.timer.cancelled() and entry.timer_due <= due:
+            return  # an earlier look is already planned
+        if entry.timer is not None:
+            entry.timer.cancel()
+        entry.timer_due = due
+        entry.timer = asyncio.get_running_loop().call_later(delay, self.trigger, uid)
+
+    async def _run(self, uid: str) -> None:
+        async with self._slots:
+            self._queue.pending.discard(uid)
+            self._queue.running.add(uid)
+            failures = 0
+            try:
+                while True:
+                    self._queue.dirty.discard(uid)
+                    ok = await self._guarded(uid)
+                    failures = 0 if ok else failures + 1
+                    if not ok:
+                        # Back off with jitter; a later event may still wake the job sooner.
+                        self.trigger(uid, min(30.0, 0.5 * 2**failures) * (0.5 + random.random()))  # noqa: S311
+                        break
+                    if uid not in self._queue.dirty:
+                        break
+            finally:
+                self._queue.running.discard(uid)
+
+    async def _guarded(self, uid: str) -> bool:
+        started = time.perf_counter()
+        ok = True
+        try:
+            await self.reconcile(uid)
+        except KubeError as exc:
+            ok = False
+            logger.warning("reconcile of %s stopped by the API: %s", self._label(uid), exc)
+        except Exception:
+            ok = False
+            logger.exception("reconcile of %s failed", self._label(uid))
+        finally:
+            self.passes += 1
+            self.last_pass_at = time.monotonic()
+            if self.metrics:
+                self.metrics.reconcile_finished(time.perf_counter() - started, error=not ok)
+        return ok
+
+    def _label(self, uid: str) -> str:
+        entry = self.jobs.get(uid)
+        return f"{entry.ref.namespace}/{entry.ref.name}" if entry else uid
+
+    # -- one pass -------------------------------------------------------------------------------
+
+    async def reconcile(self, uid: str) -> None:
+        entry = self.jobs.get(uid)
+        if entry is None:
+            return
+        raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
+        if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
+            return  # gone (its DELETED event will clean up) or replaced by a namesake
+        entry.ref, entry.raw = job_ref_from_raw(raw), raw
+        if not entry.ref.deleting and not await self.job_verbs.set_finalizer(raw, True):
+            self.trigger(uid, 0.2)
+            return
+        self._parse_spec(entry)
+        snapshot = await self._observe(entry)
+        now = self.clock()
+        plan = decide(snapshot, self.settings, now)
+        await self._act(entry, plan, now)
+        await self._write_status(entry, snapshot, plan)
+        if plan.finished and entry.ref.deleting:
+            await self.job_verbs.set_finalizer(raw, False)
+        delay = plan.requeue_after if plan.requeue_after is not None else float(self._resync)
+        self.trigger(uid, max(0.05, delay))
+
+    def _parse_spec(self, entry: JobEntry) -> None:
+        if entry.spec_generation == entry.ref.generation:
+            return
+        entry.spec_generation = entry.ref.generation
+        try:
+            entry.spec, entry.spec_error = parse_spec(entry.raw.get("spec") or {}), None
+        except ValidationError as exc:
+            entry.spec, entry.spec_error = None, format_spec_error(exc)
+
+    async def _observe(self, entry: JobEntry) -> Snapshot:
+        raw_pods = await self.pod_verbs.list(
+            entry.ref.namespace, f"{labels.LABEL_JOB_UID}={entry.ref.uid}"
+        )
+        return Snapshot(
+            job=entry.ref,
+            spec=entry.spec,
+            spec_error=entry.spec_error,
+            status=parse_status(entry.raw.get("status")),
+            nodes=self.nodes.all(),
+            pods=tuple(pod_from_raw(p) for p in raw_pods),
+            service_exists=entry.service_ok,
+            waiting=self._claimants(entry.ref.uid),
+            known_node_names=self.nodes.names() if self.nodes.synced else None,
+        )
+
+    def _claimants(self, me: str) -> tuple[Claimant, ...]:
+        out = []
+        for uid, other in self.jobs.items():
+            if uid == me:
+                continue
+            wants = (other.raw.get("status") or {}).get("waitingFor") or {}
+            if not wants:
+                continue
+            spec = other.raw.get("spec") or {}
+            out.append(
+                Claimant(
+                    uid=uid,
+                    priority=int(spec.get("priority") or 0),
+                    created=other.ref.created,
+                    wants={str(k): int(v) for k, v in wants.items()},
+                )
+            )
+        return tuple(out)
+
+    async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
+        events = [a for a in plan.actions if isinstance(a, EmitEvent)]
+        for action in plan.actions:
+            if not isinstance(action, EmitEvent):
+                await self._perform(entry, action, now)
+        for event in events:
+            await self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
+
+    async def _perform(self, entry: JobEntry, action: Action, now: datetime) -> None:
+        job = entry.ref
+        match action:
+            case ClaimNode(node=name, resource_version=rv, role=role):
+                spare_taint = (
+                    entry.spec is not None
+                    and entry.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
+                )
+                won = await self.node_verbs.claim(name, rv, job, role, now, spare_taint)
+                if not won:
+                    logger.info("%s: node %s was not free any more", self._label(job.uid), name)
+                    self.trigger(job.uid, 0.1)
+            case SetNodeRole(node=name, role=role):
+                await self.node_verbs.set_role(name, job, role)
+            case ReleaseNode(node=name):
+                await self.node_verbs.release(name, job)
+            case QuarantineNode():
+                note = QuarantineNote.for_action(
+                    job.uid, action.reason, action.message, action.detected, action.cordoned
+                )
+                await self.node_verbs.quarantine(action.node, job, encode_quarantine(note))
+            case UnquarantineNode(node=name):
+                await self.node_verbs.unquarantine(name, job)
+            case CreatePod(manifest=manifest):
+                await self.pod_verbs.create(job.namespace, manifest)
+            case DeletePod(name=name, force=force):
+                await self.pod_verbs.delete(job.namespace, name, force=force)
+            case EnsureService(manifest=manifest):
+                await self.pod_verbs.ensure_service(job.namespace, manifest)
+                entry.service_ok = True
+            case _:
+                logger.error("unknown action %r", action)
+
+    async def _write_status(self, entry: JobEntry, snapshot: Snapshot, plan: Plan) -> None:
+        before, after = snapshot.status, plan.status
+        new = after.to_k8s()
+        old = before.to_k8s()
+        stale = time.monotonic() - entry.last_status_write >= self._resync
+        if _material(new) == _material(old) and not stale:
+            return
+        if entry.ref.deleting and plan.finished:
+            return  # the object is about to go; nothing left to report
+        written = await self.job_verbs.patch_status(entry.ref.namespace, entry.ref.name, new)
+        entry.last_status_write = time.monotonic()
+        if written is not None:
+            entry.own_resource_version = str(written["metadata"]["resourceVersion"])
+            entry.raw = written
+        if self.metrics:
+            gpus = 0
+            if entry.spec is not None and after.phase_index < len(entry.spec.phases):
+                gpus = entry.spec.phases[after.phase_index].gpus_per_node
+            running = sum(
+                1
+                for p in snapshot.pods
+                if p.phase == PodPhase.RUNNING and not p.deleting and p.phase_name == after.phase
+            )
+            self.metrics.observe_job(
+                entry.ref.namespace, entry.ref.name, before, after, gpus, running
+            )
+
+    # -- periodic work ---------------------------------------------------------------------------
+
+    async def relist_nodes(self) -> None:
+        """Replace the node view with a fresh list; wake the jobs whose nodes changed."""
+        data = await self.node_verbs.list(self.settings.node_selector)
+        changed = self.nodes.replace_all(data.get("items") or [])
+        if changed:
+            owners = {n.owner_uid for n in self.nodes.all() if n.name in changed and n.owner_uid}
+            for uid in owners:
+                self.trigger(uid)
+            self.trigger_waiting()
+
+    async def relist_jobs(self) -> None:
+        """Reload every TrainingJob; forget those deleted while a watch was down."""
+        seen = set()
+        for raw in await self.job_verbs.list_all():
+            ref = job_ref_from_raw(raw)
+            seen.add(ref.uid)
+            entry = self.jobs.get(ref.uid)
+            if entry is None:
+                self.jobs[ref.uid] = JobEntry(ref=ref, raw=raw)
+            else:
+                entry.ref, entry.raw = ref, raw
+        for uid in set(self.jobs) - seen:
+            gone = self.jobs.pop(uid)
+            if gone.timer is not None:
+                gone.timer.cancel()
+            if self.metrics:
+                self.metrics.forget_job(gone.ref.namespace, gone.ref.name)
+        self.jobs_synced = True
+
+    async def release_orphans(self) -> int:
+        """Release nodes held for a job that no longer exists (e.g. its finalizer was forced)."""
+        if not (self.jobs_synced and self.nodes.synced):
+            return 0
+        released = 0
+        for node in self.nodes.all():
+            uid = node.owner_uid
+            if uid and uid not in self.jobs:
+                ref = JobRef(
+                    namespace=node.labels.get(labels.LABEL_JOB_NAMESPACE, ""),
+                    name=node.labels.get(labels.LABEL_JOB, ""),
+                    uid=uid,
+                )
+                if await self.node_verbs.release(node.name, ref):
+                    released += 1
+        return released
+
+    async def drain(self) -> None:
+        """Wait for the passes in flight (used at shutdown and in tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _same_state(a: NodeInfo, b: NodeInfo) -> bool:
+    return replace(a, resource_version="") == replace(b, resource_version="")
+
+
+def _material(status: dict[str, Any]) -> dict[str, Any]:
+    """The status without the figures that move every second (accounting, utilization)."""
+    out = {
+        k: v
+        for k, v in status.items()
+        if k not in ("accounting", "utilization", "utilizationPercent")
+    }
+    out["phases"] = [
+        {k: v for k, v in p.items() if k not in _VOLATILE_PHASE_KEYS}
+        for p in status.get("phases", [])
+    ]
+    interruption = dict(status.get("interruption") or {})
+    interruption.pop("used", None)
+    interruption.pop("usedSeconds", None)
+    out["interruption"] = interruption
+    out["failures"] = [
+        {k: v for k, v in f.items() if k != "interruptionSeconds"}
+        for f in status.get("failures", [])
+    ]
+    return out
