@@ -128,8 +128,8 @@ class Draft:
             return
         self.actions.append(action)
 
-    def deleted_pods(self) -> set[str]:
-        return {a.name for a in self.actions if isinstance(a, DeletePod)}
+    def deleted_pods(self) -> frozenset[str]:
+        return frozenset(a.name for a in self.actions if isinstance(a, DeletePod))
 
     def event(self, kind: str, reason: str, message: str) -> None:
         self.actions.append(EmitEvent(type=kind, reason=reason, message=message))
