@@ -1,0 +1,82 @@
+"""values.schema.json refuses bad values at `helm install` time, naming the key."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.helm.chart import CHART, needs_helm, template_result
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
+
+# (what is set, the path helm names, a fragment of its message)
+BAD = [
+    ({"replicaCount": 2}, "/replicaCount", "maximum"),
+    ({"replicaCount": "one"}, "/replicaCount", "want integer"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy", "Always"),
+    ({"settings": {"currency": "euro"}}, "/settings/currency", "does not match"),
+    ({"settings": {"metricsPort": 70000}}, "/settings/metricsPort", "maximum"),
+    ({"settings": {"resyncInterval": "30 seconds"}}, "/settings/resyncInterval", "does not match"),
+    ({"settings": {"gpuTypes": {"A100": {}}}}, "/settings/gpuTypes", "A100"),
+    (
+        {"settings": {"gpuTypes": {"H100": {"pricePerGpuHour": -1}}}},
+        "/settings/gpuTypes/H100/pricePerGpuHour",
+        "minimum",
+    ),
+    ({"settings": {"resyncIntervall": "1m"}}, "/settings", "resyncIntervall"),
+    ({"securityContext": {"allowPrivilegeEscalation": True}}, "/securityContext", "false"),
+    ({"podSecurityContext": {"runAsNonRoot": False}}, "/podSecurityContext", "true"),
+    ({"metrics": {"service": {"type": "ExternalName"}}}, "/metrics/service/type", "ClusterIP"),
+    (
+        {"metrics": {"prometheusRule": {"thresholds": {"massFailureShare": 20}}}},
+        "/metrics/prometheusRule/thresholds/massFailureShare",
+        "maximum",
+    ),
+]
+IDS = [case[1] + ":" + case[2] for case in BAD]
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def test_the_schema_is_draft_07_and_accepts_the_defaults() -> None:
+    assert SCHEMA["$schema"] == "http://json-schema.org/draft-07/schema#"
+    jsonschema.Draft7Validator.check_schema(SCHEMA)
+    jsonschema.Draft7Validator(SCHEMA).validate(DEFAULTS)
+
+
+@pytest.mark.parametrize(("override", "path", "fragment"), BAD, ids=IDS)
+def test_the_schema_refuses(override: dict[str, Any], path: str, fragment: str) -> None:
+    errors = list(jsonschema.Draft7Validator(SCHEMA).iter_errors(_merge(DEFAULTS, override)))
+    assert errors, f"{override} was accepted"
+
+
+@needs_helm
+@pytest.mark.parametrize(("override", "path", "fragment"), BAD, ids=IDS)
+def test_helm_refuses_with_the_key_in_the_message(
+    override: dict[str, Any], path: str, fragment: str
+) -> None:
+    result = template_result(values=override)
+    assert result.returncode != 0, f"{override} was accepted"
+    assert "don't meet the specifications of the schema" in result.stderr
+    assert f"at '{path}" in result.stderr, result.stderr
+    assert fragment in result.stderr, result.stderr
+
+
+@needs_helm
+def test_equal_metrics_and_health_ports_are_refused() -> None:
+    result = template_result("settings.metricsPort=8081")
+    assert result.returncode != 0
+    assert "settings.metricsPort and settings.healthPort must differ" in result.stderr
