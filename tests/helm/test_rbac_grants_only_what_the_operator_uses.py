@@ -10,9 +10,8 @@ pytestmark = needs_helm
 
 # (apiGroup, resource) -> the exact verbs; see the comments in templates/rbac.yaml.
 CLUSTER_RULES = {
-    ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
-    ("", "events"): {"create", "patch"},
-    ("events.k8s.io", "events"): {"create", "patch"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("", "events"): {"create"},
     ("phased.dev", "trainingjobs"): {"get", "list", "watch", "patch"},
     ("phased.dev", "trainingjobs/status"): {"get", "patch"},
     ("", "nodes"): {"get", "list", "watch", "patch"},
