@@ -256,10 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     env_counts = counts_from_env()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for kind in KINDS:
-        p.add_argument(f"--{kind}", type=int, default=env_counts[kind], metavar="N",
-                       help=f"how many {kind} nodes (default {env_counts[kind]})")
-    p.add_argument("--kubeconfig", default=os.environ.get("PHASED_KUBECONFIG")
-                   or os.environ.get("KUBECONFIG"))
+        p.add_argument(
+            f"--{kind}",
+            type=int,
+            default=env_counts[kind],
+            metavar="N",
+            help=f"how many {kind} nodes (default {env_counts[kind]})",
+        )
+    p.add_argument(
+        "--kubeconfig", default=os.environ.get("PHASED_KUBECONFIG") or os.environ.get("KUBECONFIG")
+    )
     p.add_argument("--dry-run", action="store_true", help="print the nodes as YAML, create nothing")
     args = p.parse_args(argv)
     counts = {kind: getattr(args, kind) for kind in KINDS}

@@ -1,0 +1,429 @@
+"""Helpers for end-to-end tests on the local test cluster (or a kind cluster).
+
+Everything here works with a plain ``CoreV1Api`` (or the cached kubectl), so tests, the
+demo and benchmarks can share it. The simulated reality is driven through annotations the
+cluster's kwok stages understand (see ``e2e/README.md``):
+
+    pods:  sim.phased.dev/succeed-after, sim.phased.dev/fail-after   ("30s", "2m", ...)
+    nodes: sim.phased.dev/not-ready ("true"), sim.phased.dev/gpu-fault (a condition type)
+
+On kind (real kubelets) the annotations do nothing; the node helpers that patch status
+still work but the kubelet overwrites them on its next status update.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+REPO = Path(__file__).resolve().parent.parent
+E2E = REPO / "e2e"
+VERSIONS_SH = E2E / "cluster" / "versions.sh"
+
+MARKER_NAMESPACE = "kube-system"
+MARKER_NAME = "phased-test-cluster"
+
+SUCCEED_AFTER = "sim.phased.dev/succeed-after"
+FAIL_AFTER = "sim.phased.dev/fail-after"
+NOT_READY = "sim.phased.dev/not-ready"
+GPU_FAULT = "sim.phased.dev/gpu-fault"
+GPU_FAULT_REASON = "XidError"
+
+NVIDIA_GPU = "nvidia.com/gpu"
+ASCEND_NPU = "huawei.com/Ascend910"
+
+T = TypeVar("T")
+
+
+# --- where things are ----------------------------------------------------------------------
+
+
+@functools.cache
+def cluster_settings() -> dict[str, str]:
+    """The variables of ``e2e/cluster/versions.sh`` (paths, versions, ports), as bash sees them."""
+    out = subprocess.run(
+        ["bash", "-c", f'set -a; source "{VERSIONS_SH}"; env -0'],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    pairs = (item.split("=", 1) for item in out.split("\0") if "=" in item)
+    return {k: v for k, v in pairs if k.startswith(("PHASED_", "KUBERNETES_", "ETCD_", "KWOK_"))}
+
+
+def kubeconfig_path() -> str:
+    """PHASED_KUBECONFIG, else KUBECONFIG, else the path versions.sh gives."""
+    for var in ("PHASED_KUBECONFIG", "KUBECONFIG"):
+        value = os.environ.get(var, "")
+        if value:
+            return value.split(os.pathsep)[0]
+    return cluster_settings()["PHASED_KUBECONFIG"]
+
+
+def kubectl_binary() -> str:
+    """The kubectl build.sh cached, else the one on PATH (for kind)."""
+    cached = Path(cluster_settings()["PHASED_BIN_K8S"]) / "kubectl"
+    return str(cached) if cached.is_file() else "kubectl"
+
+
+# --- clients ---------------------------------------------------------------------------------
+
+
+def api_client(kubeconfig: str | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` for ``kubeconfig`` (default: :func:`kubeconfig_path`)."""
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=kubeconfig or kubeconfig_path())
+
+
+def core_v1(kubeconfig: str | None = None) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client(kubeconfig))
+
+
+class KubectlError(RuntimeError):
+    pass
+
+
+class Kubectl:
+    """``kubectl(*args)`` with the test kubeconfig; returns stdout, raises KubectlError."""
+
+    def __init__(self, kubeconfig: str | None = None, binary: str | None = None) -> None:
+        self.kubeconfig = kubeconfig or kubeconfig_path()
+        self.binary = binary or kubectl_binary()
+
+    def run(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [self.binary, "--kubeconfig", self.kubeconfig, *args]
+        proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise KubectlError(
+                f"kubectl {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}"
+            )
+        return proc
+
+    def __call__(self, *args: str, input: str | None = None, timeout: float = 60) -> str:
+        return self.run(*args, input=input, timeout=timeout).stdout
+
+
+# --- the safety marker -----------------------------------------------------------------------
+
+
+class NotATestCluster(RuntimeError):
+    """The kubeconfig does not point at a cluster made by e2e/cluster/up.sh or e2e/kind/up.sh."""
+
+
+def check_test_cluster(core: Any) -> dict[str, str]:
+    """Return the marker ConfigMap's data, or raise NotATestCluster saying why not."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        cm = core.read_namespaced_config_map(MARKER_NAME, MARKER_NAMESPACE, _request_timeout=10)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise NotATestCluster(
+                f"the cluster has no ConfigMap {MARKER_NAMESPACE}/{MARKER_NAME}: it was not "
+                "started by e2e/cluster/up.sh (or e2e/kind/up.sh), so it is not a test cluster"
+            ) from None
+        raise NotATestCluster(
+            f"cannot read the marker ConfigMap: {exc.status} {exc.reason}"
+        ) from None
+    except Exception as exc:  # connection refused, bad kubeconfig, ...
+        raise NotATestCluster(f"cannot reach the cluster: {exc}") from None
+    return dict(cm.data or {})
+
+
+# --- waiting ---------------------------------------------------------------------------------
+
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float = 60,
+    interval: float = 0.5,
+    message: str | Callable[[], str] = "condition",
+) -> T:
+    """Call ``predicate`` until it returns something truthy; return that. Raise WaitTimeout
+    (an AssertionError, so pytest shows it as a failure) after ``timeout`` seconds. Exceptions
+    from ``predicate`` propagate. ``message`` may be a callable for a description of the
+    state at the time of the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise WaitTimeout(f"timed out after {timeout:g}s waiting for {text}")
+        time.sleep(interval)
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+
+def node_condition(core: Any, node: str, type_: str) -> Any | None:
+    """The node's condition of ``type_`` (a V1NodeCondition) or None."""
+    for c in core.read_node_status(node).status.conditions or []:
+        if c.type == type_:
+            return c
+    return None
+
+
+def node_ready(core: Any, node: str) -> str | None:
+    """The status of the Ready condition: "True", "False", "Unknown" or None."""
+    c = node_condition(core, node, "Ready")
+    return c.status if c else None
+
+
+def node_taint_keys(core: Any, node: str) -> set[str]:
+    return {t.key for t in core.read_node(node).spec.taints or []}
+
+
+def _annotate(core: Any, node: str, annotations: Mapping[str, str | None]) -> None:
+    core.patch_node(node, {"metadata": {"annotations": dict(annotations)}})
+
+
+def make_node_not_ready(core: Any, node: str, wait: float | None = 30) -> None:
+    """The node reports Ready=False (kwok stops its heartbeat) until :func:`make_node_ready`.
+    The node lifecycle controller then taints it ``node.kubernetes.io/not-ready``."""
+    _annotate(core, node, {NOT_READY: "true"})
+    if wait:
+        wait_until(lambda: node_ready(core, node) == "False", wait, message=f"{node} NotReady")
+
+
+def make_node_ready(core: Any, node: str, wait: float | None = 30) -> None:
+    _annotate(core, node, {NOT_READY: None})
+    if wait:
+        wait_until(lambda: node_ready(core, node) == "True", wait, message=f"{node} Ready")
+
+
+def set_gpu_fault(
+    core: Any, node: str, condition: str = "GPUXidError", wait: float | None = 30
+) -> None:
+    """Give the node condition ``condition``=True (reason XidError); the node stays Ready."""
+    _annotate(core, node, {GPU_FAULT: condition})
+    if wait:
+
+        def done() -> bool:
+            c = node_condition(core, node, condition)
+            return bool(c and c.status == "True" and c.reason == GPU_FAULT_REASON)
+
+        wait_until(done, wait, message=f"condition {condition}=True on {node}")
+
+
+def clear_gpu_fault(core: Any, node: str, wait: float | None = 30) -> None:
+    """Remove the simulated GPU-fault condition(s) of the node."""
+    _annotate(core, node, {GPU_FAULT: None})
+    if wait:
+
+        def done() -> bool:
+            conds = core.read_node_status(node).status.conditions or []
+            return not any(c.reason == GPU_FAULT_REASON for c in conds)
+
+        wait_until(done, wait, message=f"GPU-fault condition gone from {node}")
+
+
+def set_allocatable(core: Any, node: str, resources: Mapping[str, str | int]) -> None:
+    """Patch the node's status.allocatable (as a device plugin would on a lost GPU)."""
+    body = {"status": {"allocatable": {k: str(v) for k, v in resources.items()}}}
+    core.patch_node_status(node, body)
+
+
+def drop_allocatable_gpus(core: Any, node: str, count: int, resource: str = NVIDIA_GPU) -> None:
+    """Make the node advertise ``count`` allocatable GPUs (capacity is unchanged)."""
+    set_allocatable(core, node, {resource: count})
+
+
+def restore_allocatable(core: Any, node: str) -> None:
+    """Set allocatable back to capacity for every resource."""
+    cap = core.read_node_status(node).status.capacity or {}
+    set_allocatable(core, node, dict(cap))
+
+
+def allocatable(core: Any, node: str, resource: str = NVIDIA_GPU) -> int:
+    return int((core.read_node_status(node).status.allocatable or {}).get(resource, "0"))
+
+
+def reset_node(core: Any, node: str, wait: float | None = 60) -> None:
+    """Undo every simulation on a node: Ready, no GPU fault, allocatable = capacity."""
+    _annotate(core, node, {NOT_READY: None, GPU_FAULT: None})
+    restore_allocatable(core, node)
+    if wait:
+        wait_until(
+            lambda: (
+                node_ready(core, node) == "True"
+                and not any(
+                    c.reason == GPU_FAULT_REASON
+                    for c in core.read_node_status(node).status.conditions or []
+                )
+            ),
+            wait,
+            message=f"{node} back to Ready without faults",
+        )
+
+
+def nodes(core: Any, label_selector: str = "") -> list[Any]:
+    return list(core.list_node(label_selector=label_selector).items)
+
+
+def gpu_nodes(core: Any, product: str | None = None, resource: str = NVIDIA_GPU) -> list[Any]:
+    """Nodes with ``resource`` capacity, optionally of one ``nvidia.com/gpu.product``."""
+    selector = f"nvidia.com/gpu.product={product}" if product else ""
+    return [
+        n for n in nodes(core, selector) if int((n.status.capacity or {}).get(resource, "0")) > 0
+    ]
+
+
+def wait_for_taint(core: Any, node: str, keys: Iterable[str], timeout: float = 60) -> str:
+    """Wait until the node has one of the taint ``keys``; return the one found."""
+    wanted = set(keys)
+    return wait_until(
+        lambda: next(iter(node_taint_keys(core, node) & wanted), None),
+        timeout,
+        message=lambda: (
+            f"one of taints {sorted(wanted)} on {node} (has {sorted(node_taint_keys(core, node))})"
+        ),
+    )
+
+
+def wait_for_no_taint(core: Any, node: str, keys: Iterable[str], timeout: float = 60) -> None:
+    wanted = set(keys)
+    wait_until(
+        lambda: not (node_taint_keys(core, node) & wanted),
+        timeout,
+        message=lambda: (
+            f"taints {sorted(wanted)} gone from {node} (has {sorted(node_taint_keys(core, node))})"
+        ),
+    )
+
+
+# --- namespaces and pods --------------------------------------------------------------------
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def create_namespace(
+    core: Any, prefix: str = "e2e", labels: Mapping[str, str] | None = None
+) -> str:
+    name = unique_name(prefix)
+    body = {"metadata": {"name": name, "labels": {"phased.dev/e2e": "true", **(labels or {})}}}
+    core.create_namespace(body)
+    return name
+
+
+def delete_namespace(core: Any, name: str) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def sim_pod(
+    name: str,
+    *,
+    gpus: int = 0,
+    resource: str = NVIDIA_GPU,
+    succeed_after: str | None = None,
+    fail_after: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    image: str = "registry.k8s.io/pause:3.10",
+    command: list[str] | None = None,
+    restart_policy: str = "Never",
+) -> dict[str, Any]:
+    """A pod manifest. On the local cluster ``succeed_after``/``fail_after`` (Go durations)
+    end it with exit code 0/1 that long after it started running. On kind, pass a real
+    ``image``/``command`` instead."""
+    ann = dict(annotations or {})
+    if succeed_after:
+        ann[SUCCEED_AFTER] = succeed_after
+    if fail_after:
+        ann[FAIL_AFTER] = fail_after
+    container: dict[str, Any] = {"name": "main", "image": image}
+    if command:
+        container["command"] = command
+    if gpus:
+        container["resources"] = {
+            "limits": {resource: str(gpus)},
+            "requests": {resource: str(gpus)},
+        }
+    spec: dict[str, Any] = {
+        "restartPolicy": restart_policy,
+        "containers": [container],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels or {}), "annotations": ann},
+        "spec": spec,
+    }
+
+
+def pod_phase(core: Any, namespace: str, name: str) -> str | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return core.read_namespaced_pod_status(name, namespace).status.phase
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def wait_pod_phase(
+    core: Any, namespace: str, name: str, phases: str | Iterable[str], timeout: float = 60
+) -> Any:
+    """Wait until the pod is in one of ``phases``; return the V1Pod."""
+    wanted = {phases} if isinstance(phases, str) else set(phases)
+
+    def check() -> Any:
+        pod = core.read_namespaced_pod(name, namespace)
+        return pod if pod.status.phase in wanted else None
+
+    return wait_until(
+        check,
+        timeout,
+        message=lambda: (
+            f"pod {namespace}/{name} in {sorted(wanted)} (is {pod_phase(core, namespace, name)})"
+        ),
+    )
+
+
+def wait_pod_gone(core: Any, namespace: str, name: str, timeout: float = 60) -> None:
+    wait_until(
+        lambda: pod_phase(core, namespace, name) is None,
+        timeout,
+        message=f"pod {namespace}/{name} to be deleted",
+    )
+
+
+def container_exit_code(pod: Any, container: str | None = None) -> int | None:
+    for cs in pod.status.container_statuses or []:
+        if container and cs.name != container:
+            continue
+        if cs.state and cs.state.terminated:
+            return int(cs.state.terminated.exit_code)
+    return None
