@@ -13,9 +13,13 @@ started=$SECONDS
 step() { printf '[build %4ds] %s\n' "$((SECONDS - started))" "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-command -v go >/dev/null 2>&1 || die "no Go toolchain on PATH: install Go >= 1.26 (https://go.dev/dl) and try again"
-go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
-[[ "$go_minor" =~ ^[0-9]+$ ]] && (( go_minor >= 26 )) || die "Go $(go env GOVERSION) is too old: kwok $KWOK_VERSION needs Go >= 1.26"
+# Go is needed only to build what is not cached yet.
+need_go() {
+  command -v go >/dev/null 2>&1 || die "no Go toolchain on PATH: install Go >= 1.26 (https://go.dev/dl) and try again"
+  local go_minor
+  go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
+  [[ "$go_minor" =~ ^[0-9]+$ ]] && (( go_minor >= 26 )) || die "Go $(go env GOVERSION) is too old: kwok $KWOK_VERSION needs Go >= 1.26"
+}
 
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 export CGO_ENABLED=0
@@ -52,6 +56,7 @@ build_kubernetes() {
   for b in "${bins[@]}"; do [[ -x "$out/$b" ]] || missing=1; done
   if (( missing == 0 )); then step "kubernetes $KUBERNETES_VERSION: cached in $out"; return; fi
 
+  need_go
   step "kubernetes $KUBERNETES_VERSION: preparing a wrapper module"
   local work="$PHASED_CACHE/build/kubernetes-$KUBERNETES_VERSION"
   wrapper_module "$work" k8s.io/kubernetes "$KUBERNETES_VERSION"
@@ -101,6 +106,7 @@ EOF
 build_etcd() {
   local out="$PHASED_BIN_ETCD"
   if [[ -x "$out/etcd" ]]; then step "etcd $ETCD_VERSION: cached in $out"; return; fi
+  need_go
   step "etcd $ETCD_VERSION: building"
   local work="$PHASED_CACHE/build/etcd-$ETCD_VERSION"
   wrapper_module "$work" go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
@@ -121,6 +127,7 @@ EOF
 build_kwok() {
   local out="$PHASED_BIN_KWOK"
   if [[ -x "$out/kwok" && -x "$out/kwokctl" ]]; then step "kwok $KWOK_VERSION: cached in $out"; return; fi
+  need_go
   step "kwok $KWOK_VERSION: building kwok and kwokctl"
   mkdir -p "$out.tmp"
   with_heartbeat "kwok" env GOBIN="$out.tmp" go install -trimpath -ldflags '-s -w' \
@@ -132,6 +139,7 @@ build_kwok() {
 build_helm() {
   local out="$PHASED_BIN_HELM"
   if [[ -x "$out/helm" ]]; then step "helm $HELM_VERSION: cached in $out"; return; fi
+  need_go
   step "helm $HELM_VERSION: building"
   mkdir -p "$out.tmp"
   local major="${HELM_VERSION%%.*}"
