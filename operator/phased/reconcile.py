@@ -147,7 +147,12 @@ class Reconciler:
 
     # -- triggers -----------------------------------------------------------------------------
 
+    def _seen(self) -> None:
+        if self.metrics is not None:
+            self.metrics.event_seen(time.time())
+
     def job_event(self, event_type: str | None, raw: dict[str, Any]) -> None:
+        self._seen()
         ref = job_ref_from_raw(raw)
         if not ref.uid:
             return
@@ -170,6 +175,7 @@ class Reconciler:
         self.trigger(ref.uid)
 
     def node_event(self, event_type: str | None, raw: dict[str, Any]) -> None:
+        self._seen()
         before, after = self.nodes.apply_event(event_type, raw)
         if before is not None and after is not None and _same_state(before, after):
             return  # a heartbeat: nothing a decision reads has changed
@@ -283,6 +289,7 @@ class Reconciler:
         plan = decide(snapshot, self.settings, now)
         await self._act(entry, plan, now)
         await self._write_status(entry, snapshot, plan)
+        self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
             await self.job_verbs.set_finalizer(raw, False)
         delay = plan.requeue_after if plan.requeue_after is not None else float(self._resync)
@@ -387,18 +394,23 @@ class Reconciler:
         if written is not None:
             entry.own_resource_version = str(written["metadata"]["resourceVersion"])
             entry.raw = written
-        if self.metrics:
-            gpus = 0
-            if entry.spec is not None and after.phase_index < len(entry.spec.phases):
-                gpus = entry.spec.phases[after.phase_index].gpus_per_node
-            running = sum(
-                1
-                for p in snapshot.pods
-                if p.phase == PodPhase.RUNNING and not p.deleting and p.phase_name == after.phase
-            )
-            self.metrics.observe_job(
-                entry.ref.namespace, entry.ref.name, before, after, gpus, running
-            )
+
+    def _observe_metrics(self, entry: JobEntry, snapshot: Snapshot, plan: Plan) -> None:
+        """Metrics follow the status; observing the same statuses twice counts nothing twice."""
+        if self.metrics is None:
+            return
+        after = plan.status
+        gpus = 0
+        if entry.spec is not None and after.phase_index < len(entry.spec.phases):
+            gpus = entry.spec.phases[after.phase_index].gpus_per_node
+        running = sum(
+            1
+            for p in snapshot.pods
+            if p.phase == PodPhase.RUNNING and not p.deleting and p.phase_name == after.phase
+        )
+        self.metrics.observe_job(
+            entry.ref.namespace, entry.ref.name, snapshot.status, after, gpus, running
+        )
 
     # -- periodic work ---------------------------------------------------------------------------
 

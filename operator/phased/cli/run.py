@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,15 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"phased: {exc}", file=sys.stderr)
         return 2
+    for what, port in (("metrics", settings.metrics_port), ("health", settings.health_port)):
+        problem = _port_problem(port)
+        if problem:
+            print(
+                f"phased: the {what} port {port} is {problem}; choose another with "
+                f"PHASED_{what.upper()}_PORT or the settings key {what}Port",
+                file=sys.stderr,
+            )
+            return 2
     if args.kubeconfig:
         if not Path(args.kubeconfig).is_file():
             print(f"phased: kubeconfig {args.kubeconfig} does not exist", file=sys.stderr)
@@ -70,7 +81,23 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(_operate(settings, args.kubeconfig, list(args.namespace)))
     except KeyboardInterrupt:
         return 0
+    except Exception as exc:
+        cause = exc.__cause__ or exc
+        print(f"phased: stopped: {cause}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _port_problem(port: int) -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))  # noqa: S104 - the operator listens on all addresses
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "already in use"
+            return f"not usable ({exc.strerror})"
+    return ""
 
 
 async def _operate(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:

@@ -44,12 +44,22 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         settings.networking.error_backoffs = [1, 2, 5, 10]
-        reconciler = await start()
+        try:
+            reconciler = await start()
+        except Exception as exc:
+            # A start-up failure (bad kubeconfig, a port in use) will not fix itself: stop.
+            raise kopf.PermanentError(f"cannot start: {exc}") from exc
         holder["r"] = reconciler
         await reconciler.relist_jobs()
         await reconciler.relist_nodes()
         background.append(asyncio.create_task(_periodic(reconciler)))
         reconciler.trigger_all()
+
+    @kopf.on.login(registry=registry)
+    def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # In a pod: the mounted ServiceAccount token; elsewhere: $KUBECONFIG or ~/.kube/config.
+        info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
+        return info or kopf.login_with_kubeconfig(**kwargs)
 
     @kopf.on.cleanup(registry=registry)
     async def _cleanup(**_: Any) -> None:
@@ -61,19 +71,19 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
         await stop()
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def _job(event: kopf.RawEvent, **_: Any) -> None:
+    async def _job(event: kopf.RawEvent, **_: Any) -> None:
         if "r" in holder:
             holder["r"].job_event(event.get("type"), dict(event["object"]))
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def _node(event: kopf.RawEvent, **_: Any) -> None:
+    async def _node(event: kopf.RawEvent, **_: Any) -> None:
         if "r" in holder:
             holder["r"].node_event(event.get("type"), dict(event["object"]))
 
     @kopf.on.event(
         "", "v1", "pods", labels={labels.LABEL_MANAGED_BY: labels.MANAGED_BY}, registry=registry
     )
-    def _pod(event: kopf.RawEvent, **_: Any) -> None:
+    async def _pod(event: kopf.RawEvent, **_: Any) -> None:
         if "r" in holder:
             holder["r"].pod_event(dict(event["object"]))
 

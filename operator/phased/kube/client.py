@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -85,14 +86,18 @@ class KubeClient:
     ) -> KubeClient:
         """Log in from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config, then in-cluster)."""
         configuration = aio_client.Configuration()
-        try:
-            await aio_config.load_kube_config(
-                config_file=kubeconfig, client_configuration=configuration
-            )
-        except (aio_config.ConfigException, FileNotFoundError, TypeError):
-            if kubeconfig:
-                raise
+        path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        if not path and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            default = os.path.expanduser("~/.kube/config")
+            path = default if os.path.exists(default) else ""
+        if path:
+            await aio_config.load_kube_config(config_file=path, client_configuration=configuration)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             aio_config.load_incluster_config(client_configuration=configuration)
+        else:
+            raise aio_config.ConfigException(
+                "no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run inside a cluster"
+            )
         api = aio_client.ApiClient(configuration=configuration)
         return cls(api, on_error=on_error)
 
