@@ -83,6 +83,15 @@ def test_cluster(kubeconfig: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
+def simulated(test_cluster: dict[str, str]) -> bool:
+    """Skip the test unless the cluster simulates nodes and pods with kwok (the local
+    cluster); on kind the sim.phased.dev annotations do nothing."""
+    if test_cluster.get("runtime", "kwok") != "kwok":
+        pytest.skip("needs the kwok-simulated local cluster (sim.phased.dev annotations)")
+    return True
+
+
+@pytest.fixture(scope="session")
 def api_client(kubeconfig: str) -> Any:
     """A kubernetes ``ApiClient`` for the test cluster."""
     return lib.api_client(kubeconfig)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def test_nodes_carry_gpu_capacity_and_labels(core: Any) -> None:
-    nodes = {n.metadata.name: n for n in lib.nodes(core, "type=kwok")}
+    nodes = {n.metadata.name: n for n in lib.nodes(core)}
     h100 = [n for n in nodes.values() if n.metadata.labels.get("nvidia.com/gpu.product") == H100]
     h200 = [n for n in nodes.values() if n.metadata.labels.get("nvidia.com/gpu.product") == H200]
     ascend = [
@@ -54,7 +54,9 @@ def test_nodes_carry_gpu_capacity_and_labels(core: Any) -> None:
     assert {n.metadata.labels["topology.kubernetes.io/zone"] for n in h100} >= {"zone-a", "zone-b"}
 
 
-def test_gpu_pod_is_scheduled_on_a_gpu_node_and_runs(core: Any, namespace: str) -> None:
+def test_gpu_pod_is_scheduled_on_a_gpu_node_and_runs(
+    core: Any, namespace: str, simulated: bool
+) -> None:
     core.create_namespaced_pod(namespace, lib.sim_pod("eight-gpus", gpus=8))
     pod = lib.wait_pod_phase(core, namespace, "eight-gpus", "Running", timeout=60)
     node = core.read_node(pod.spec.node_name)
@@ -77,7 +79,7 @@ def test_pod_asking_for_more_gpus_than_any_node_has_stays_pending(
     assert lib.pod_phase(core, namespace, "too-big") == "Pending"
 
 
-def test_annotated_pods_succeed_or_fail(core: Any, namespace: str) -> None:
+def test_annotated_pods_succeed_or_fail(core: Any, namespace: str, simulated: bool) -> None:
     core.create_namespaced_pod(namespace, lib.sim_pod("ok", succeed_after="2s"))
     core.create_namespaced_pod(namespace, lib.sim_pod("bad", fail_after="2s"))
     ok = lib.wait_pod_phase(core, namespace, "ok", "Succeeded", timeout=60)
@@ -89,7 +91,9 @@ def test_annotated_pods_succeed_or_fail(core: Any, namespace: str) -> None:
     assert (term.finished_at - term.started_at).total_seconds() >= 1.5
 
 
-def test_pod_with_finalizer_waits_for_it_then_goes(core: Any, namespace: str) -> None:
+def test_pod_with_finalizer_waits_for_it_then_goes(
+    core: Any, namespace: str, simulated: bool
+) -> None:
     body = lib.sim_pod("held")
     body["metadata"]["finalizers"] = ["phased.dev/test-hold"]
     core.create_namespaced_pod(namespace, body)
@@ -106,7 +110,7 @@ def test_pod_with_finalizer_waits_for_it_then_goes(core: Any, namespace: str) ->
 
 
 def test_not_ready_node_is_tainted_by_node_lifecycle_controller_and_recovers(
-    core: Any, namespace: str, sim_node: Any
+    core: Any, namespace: str, sim_node: Any, simulated: bool
 ) -> None:
     node = sim_node("cpu-003")
     body = lib.sim_pod("on-node", node_name=node)
@@ -124,7 +128,7 @@ def test_not_ready_node_is_tainted_by_node_lifecycle_controller_and_recovers(
     lib.wait_for_no_taint(core, node, taints, timeout=60)
 
 
-def test_gpu_fault_condition_on_a_ready_node(core: Any, sim_node: Any) -> None:
+def test_gpu_fault_condition_on_a_ready_node(core: Any, sim_node: Any, simulated: bool) -> None:
     node = sim_node("h200-003")
     lib.set_gpu_fault(core, node, "GPUXidError")
     cond = lib.node_condition(core, node, "GPUXidError")
@@ -134,7 +138,7 @@ def test_gpu_fault_condition_on_a_ready_node(core: Any, sim_node: Any) -> None:
     assert lib.node_condition(core, node, "GPUXidError") is None
 
 
-def test_lower_allocatable_gpus_stays_lowered(core: Any, sim_node: Any) -> None:
+def test_lower_allocatable_gpus_stays_lowered(core: Any, sim_node: Any, simulated: bool) -> None:
     node = sim_node("h200-002")
     lib.drop_allocatable_gpus(core, node, 6)
     assert lib.allocatable(core, node) == 6

@@ -136,6 +136,16 @@ def addresses(kind: str, index: int) -> tuple[str, str]:
     return ip, cidr
 
 
+def accelerator_labels(kind: str, index: int) -> dict[str, str]:
+    """The accelerator and topology labels of a node (also used on kind's real workers)."""
+    return {
+        "node.kubernetes.io/instance-type": f"sim-{kind}",
+        "phased.dev/sim-node-kind": kind,
+        **topology(kind, index),
+        **KINDS[kind].labels,
+    }
+
+
 def node_manifest(kind: str, index: int) -> dict[str, Any]:
     """The Node object (with status) for the ``index``-th simulated node of ``kind``."""
     spec = KINDS[kind]
@@ -146,11 +156,8 @@ def node_manifest(kind: str, index: int) -> dict[str, Any]:
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
-        "node.kubernetes.io/instance-type": f"sim-{kind}",
         SIM_LABEL: "kwok",
-        "phased.dev/sim-node-kind": kind,
-        **topology(kind, index),
-        **spec.labels,
+        **accelerator_labels(kind, index),
     }
     return {
         "apiVersion": "v1",
@@ -267,8 +274,28 @@ def main(argv: list[str] | None = None) -> int:
         "--kubeconfig", default=os.environ.get("PHASED_KUBECONFIG") or os.environ.get("KUBECONFIG")
     )
     p.add_argument("--dry-run", action="store_true", help="print the nodes as YAML, create nothing")
+    p.add_argument(
+        "--print-labels",
+        metavar="KIND:INDEX",
+        help="print the labels (key=value) and accelerator resources (resource:count) "
+        "of one node and exit (used by e2e/kind/up.sh)",
+    )
     args = p.parse_args(argv)
     counts = {kind: getattr(args, kind) for kind in KINDS}
+
+    if args.print_labels:
+        kind, _, index = args.print_labels.partition(":")
+        if kind not in KINDS or not index.isdigit():
+            print(
+                f"error: --print-labels wants KIND:INDEX with KIND in {sorted(KINDS)}",
+                file=sys.stderr,
+            )
+            return 2
+        for key, value in accelerator_labels(kind, int(index)).items():
+            print(f"{key}={value}")
+        for res, n in KINDS[kind].accelerators.items():
+            print(f"{res}:{n}")
+        return 0
 
     if args.dry_run:
         import yaml

@@ -188,6 +188,7 @@ k -n kube-system create configmap phased-test-cluster \
   --from-literal=purpose="Phased end-to-end tests; safe to wipe" \
   --from-literal=cluster="$PHASED_CLUSTER_NAME" \
   --from-literal=createdBy=e2e/cluster/up.sh \
+  --from-literal=runtime=kwok \
   --dry-run=client -o yaml | k apply -f - >/dev/null
 
 step "waiting for the default service account (pods need it)"
