@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from e2e.harness import CRD, REPO, Operator  # noqa: E402
+from e2e.harness import CRD, REPO, Operator
 
 EXAMPLE = REPO / "examples" / "small.yaml"
 NAMESPACE = "demo"
@@ -31,7 +31,9 @@ CLEAR = "\033[H\033[2J"
 def kubeconfig() -> str:
     out = subprocess.run(
         ["bash", "-c", f"source {REPO}/e2e/cluster/versions.sh && echo $PHASED_KUBECONFIG"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.strip()
 
@@ -39,7 +41,9 @@ def kubeconfig() -> str:
 def kubectl_path() -> str:
     out = subprocess.run(
         ["bash", "-c", f"source {REPO}/e2e/cluster/versions.sh && echo $PHASED_BIN_K8S/kubectl"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.strip()
 
@@ -51,7 +55,10 @@ class Kubectl:
     def __call__(self, *args: str, check: bool = True, stdin: str | None = None) -> str:
         result = subprocess.run(
             [self.binary, "--kubeconfig", self.config, *args],
-            capture_output=True, text=True, input=stdin, check=False,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            check=False,
         )
         if check and result.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
@@ -80,7 +87,8 @@ def view(job: dict[str, Any], pods: list[dict[str, Any]], started: float, note: 
     ]
     for record in status.get("phases", []):
         lines.append(
-            f"    {record['name']:<11} {record.get('state', ''):<10} nodes {record.get('nodes', 0):>3}"
+            f"    {record['name']:<11} {record.get('state', ''):<10}"
+            f" nodes {record.get('nodes', 0):>3}"
             f"  GPU-h {record.get('gpuHours', 0):8.2f}  cost {record.get('cost', 0):8.2f}"
         )
     workers = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
@@ -95,7 +103,8 @@ def view(job: dict[str, Any], pods: list[dict[str, Any]], started: float, note: 
         lines += ["", "  failure ledger:"]
         for f in failures:
             lines.append(
-                f"    #{f['id']} {f['node']} {f['reason']}: detected {f.get('detected', '-')[11:19]}"
+                f"    #{f['id']} {f['node']} {f['reason']}:"
+                f" detected {f.get('detected', '-')[11:19]}"
                 f" cordoned {str(f.get('cordoned') or '-')[11:19]} replaced by"
                 f" {f.get('replacedBy') or '-'} resumed {str(f.get('resumed') or '-')[11:19]}"
             )
@@ -124,7 +133,16 @@ def main() -> int:
     kubectl("apply", "-f", str(CRD))
     kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
     kubectl("create", "namespace", NAMESPACE, check=False)
-    kubectl("delete", "trainingjob", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=120s", check=False)
+    kubectl(
+        "delete",
+        "trainingjob",
+        "--all",
+        "-n",
+        NAMESPACE,
+        "--wait=true",
+        "--timeout=120s",
+        check=False,
+    )
 
     log = Path(os.environ.get("PHASED_DEMO_LOG", "/tmp/phased-demo-operator.log"))
     operator = Operator(kubeconfig(), log).start()
@@ -138,15 +156,22 @@ def main() -> int:
     try:
         while time.monotonic() - started < args.timeout:
             job = kubectl.json("get", "trainingjob", name, "-n", NAMESPACE)
-            pods = kubectl.json("get", "pods", "-n", NAMESPACE, "-l", f"phased.dev/job={name}")["items"]
+            pods = kubectl.json("get", "pods", "-n", NAMESPACE, "-l", f"phased.dev/job={name}")[
+                "items"
+            ]
             status = job.get("status") or {}
             active = (status.get("pool") or {}).get("active", [])
             if (
-                not args.no_failure and not failed_node and status.get("phase") == "train"
-                and status.get("state") == "Running" and active
+                not args.no_failure
+                and not failed_node
+                and status.get("phase") == "train"
+                and status.get("state") == "Running"
+                and active
             ):
                 failed_node = active[0]
-                kubectl("annotate", "node", failed_node, "sim.phased.dev/not-ready=true", "--overwrite")
+                kubectl(
+                    "annotate", "node", failed_node, "sim.phased.dev/not-ready=true", "--overwrite"
+                )
                 note = f"made node {failed_node} NotReady: watch it get cordoned and swapped"
             print(("" if args.plain else CLEAR) + view(job, pods, started, note), flush=True)
             if status.get("state") in ("Succeeded", "Failed"):
@@ -169,8 +194,11 @@ def main() -> int:
         f" {accounting.get('gpuHours', 0):.2f} GPU-hours, cost {accounting.get('cost', 0):.2f}"
         f" {accounting.get('currency', '')}."
     )
-    print("The cluster is still up: `kubectl --kubeconfig", kubeconfig(), "get tj -A`;"
-          " stop it with `make cluster-down`.")
+    print(
+        "The cluster is still up: `kubectl --kubeconfig",
+        kubeconfig(),
+        "get tj -A`; stop it with `make cluster-down`.",
+    )
     return 0 if status.get("state") == "Succeeded" else 1
 
 

@@ -67,7 +67,9 @@ class Operator:
         log = self.log_path.open("ab")
         log.write(f"\n===== start #{self.starts + 1} at {time.strftime('%X')} =====\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(args + self.extra_args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            args + self.extra_args, stdout=log, stderr=subprocess.STDOUT, env=env
+        )
         self.starts += 1
         if wait_ready:
             self.wait_ready()
@@ -85,14 +87,18 @@ class Operator:
 
     def http_status(self, path: str) -> int | None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=2) as r:  # noqa: S310
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.health_port}{path}", timeout=2
+            ) as r:
                 return int(r.status)
         except OSError as exc:
             code = getattr(exc, "code", None)
             return int(code) if code is not None else None
 
     def scrape(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:  # noqa: S310
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as r:
             return str(r.read().decode())
 
     def kill(self) -> None:
@@ -133,7 +139,9 @@ def metric_values(exposition: str, name: str, **match: str) -> list[float]:
     return out
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0, every: float = 0.5) -> Any:
+def wait_for(
+    what: str, check: Callable[[], Any], timeout: float = 120.0, every: float = 0.5
+) -> Any:
     """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     last: Any = None

@@ -14,10 +14,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from phased.cli import plan as plan_cmd
+    from phased.cli import release as release_cmd
     from phased.cli import run as run_cmd
 
-    plan_cmd.register(sub)
     run_cmd.register(sub)
+    plan_cmd.register(sub)
+    release_cmd.register(sub)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

@@ -60,6 +60,15 @@ class Forbidden(KubeError):
 _TRANSIENT = {429, 500, 502, 503, 504}
 
 
+def _kubeconfig_path(explicit: str | None) -> str:
+    """The kubeconfig to use: explicit, $KUBECONFIG, ~/.kube/config; empty for in-cluster."""
+    path = explicit or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if not path and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        default = os.path.expanduser("~/.kube/config")
+        path = default if os.path.exists(default) else ""
+    return path
+
+
 class KubeClient:
     """Async requests against one API server; create with :meth:`connect`."""
 
@@ -86,10 +95,7 @@ class KubeClient:
     ) -> KubeClient:
         """Log in from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config, then in-cluster)."""
         configuration = aio_client.Configuration()
-        path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-        if not path and not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            default = os.path.expanduser("~/.kube/config")
-            path = default if os.path.exists(default) else ""
+        path = _kubeconfig_path(kubeconfig)
         if path:
             await aio_config.load_kube_config(config_file=path, client_configuration=configuration)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):

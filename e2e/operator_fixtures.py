@@ -1,0 +1,109 @@
+"""Fixtures and helpers shared by the end-to-end tests that run the operator.
+
+Test modules import the fixtures they use (``from e2e.operator_fixtures import operator``);
+the operator runs as a real process (see :mod:`e2e.harness`) against the test cluster, with
+the CRD applied from ``crds/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e import lib
+from e2e.harness import CRD, REPO, Operator
+
+JOB_UID = "phased.dev/job-uid"
+ROLE = "phased.dev/role"
+LOGS = Path("/tmp/phased-e2e-logs")  # noqa: S108 - test logs, printed on failure
+
+
+@pytest.fixture(scope="session")
+def crd(kubectl: lib.Kubectl) -> None:
+    kubectl("apply", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
+
+
+@pytest.fixture(scope="module")
+def operator(
+    kubeconfig: str, crd: None, request: pytest.FixtureRequest
+) -> Iterator[Operator]:
+    """The operator, running for the whole test module; its log is shown when a test fails."""
+    log = LOGS / f"{request.module.__name__.rsplit('.', 1)[-1]}.log"
+    if log.exists():
+        log.unlink()
+    op = Operator(kubeconfig, log).start()
+    yield op
+    op.stop()
+
+
+def load_example(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((REPO / "examples" / name).read_text())
+    return copy.deepcopy(data)
+
+
+def apply(kubectl: lib.Kubectl, namespace: str, manifest: dict[str, Any]) -> None:
+    kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest))
+
+
+def get_job(kubectl: lib.Kubectl, namespace: str, name: str) -> dict[str, Any]:
+    import json
+
+    out: dict[str, Any] = json.loads(kubectl("get", "trainingjob", name, "-n", namespace, "-o", "json"))
+    return out
+
+
+def status(kubectl: lib.Kubectl, namespace: str, name: str) -> dict[str, Any]:
+    return dict(get_job(kubectl, namespace, name).get("status") or {})
+
+
+def nodes_of(core: Any, uid: str) -> dict[str, str]:
+    """Node name → role, for every node labelled for the job with ``uid``."""
+    return {
+        n.metadata.name: (n.metadata.labels or {}).get(ROLE, "")
+        for n in core.list_node(label_selector=f"{JOB_UID}={uid}").items
+    }
+
+
+def live_workers(core: Any, namespace: str, uid: str) -> list[Any]:
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_UID}={uid}").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def release_quarantined(kubeconfig: str) -> None:
+    """Give back every node Phased quarantined in earlier tests (as a person would)."""
+    core = lib.core_v1(kubeconfig)
+    names = [
+        n.metadata.name for n in core.list_node(label_selector=f"{ROLE}=quarantined").items
+    ]
+    for name in names:
+        lib.reset_node(core, name)
+    if names:
+        subprocess.run(
+            [sys.executable, "-m", "phased", "release-node", "--kubeconfig", kubeconfig, *names],
+            check=True, capture_output=True,
+        )
+
+
+def wait_state(
+    kubectl: lib.Kubectl, namespace: str, name: str, states: set[str], timeout: float, op: Operator
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = status(kubectl, namespace, name)
+        if last.get("state") in states:
+            return last
+        time.sleep(1)
+    raise AssertionError(
+        f"{namespace}/{name} did not reach {states} in {timeout:.0f}s; status: {last}\n"
+        f"operator log:\n{op.tail(80)}"
+    )
