@@ -1,0 +1,234 @@
+"""Worker pods built from any valid spec: valid names, label values we choose, exec-form args.
+
+Whatever text a valid spec carries (odd Unicode, shell metacharacters, 4 KiB arguments), the
+pod the core builds has DNS-1123 names within 63 characters, labels whose keys are Phased's
+own and whose values are valid label values, the command, args and env exactly as written —
+list items, never joined into a shell string — and Phased's own environment variables, which
+a template cannot override. Workers get no ServiceAccount token unless the cluster admin
+configured one, and no privileged, host or volume field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from phased.api.v1alpha1 import EnvVar, JobState, TrainingJobSpec, parse_spec
+from phased.core import labels
+from phased.core.decide import decide
+from phased.core.model import JobRef
+from phased.core.settings import Settings, WorkerPolicy
+from phased.core.workers import RESERVED_PREFIX, TORCH_ENV, Worker, service_manifest
+from tests.core.builders import T0, nodes, snapshot
+from tests.hostile.strategies import (
+    is_dns1035_label,
+    is_dns_label,
+    is_label_value,
+    is_qualified_name,
+    job_names,
+    namespaces,
+    reserved_env_names,
+    user_text,
+    valid_spec_dicts,
+)
+
+BOUNDED = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = Settings()
+OUR_LABEL_KEYS = {
+    labels.LABEL_JOB_UID,
+    labels.LABEL_JOB,
+    labels.LABEL_PHASE,
+    labels.LABEL_RANK,
+    labels.LABEL_GENERATION,
+    labels.LABEL_WORLD_SIZE,
+    labels.LABEL_ATTEMPT,
+    labels.LABEL_MANAGED_BY,
+}
+SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "-c"}
+POD_SPEC_KEYS = {
+    "restartPolicy",
+    "automountServiceAccountToken",
+    "hostname",
+    "subdomain",
+    "tolerations",
+    "affinity",
+    "containers",
+    "serviceAccountName",
+}
+CONTAINER_KEYS = {"name", "image", "env", "ports", "command", "args", "resources"}
+
+
+@st.composite
+def workers(draw: st.DrawFn) -> Worker:
+    spec = parse_spec(draw(valid_spec_dicts()))
+    phase = draw(st.sampled_from(spec.phases))
+    job = JobRef(
+        namespace=draw(namespaces),
+        name=draw(job_names),
+        uid=str(draw(st.uuids())),
+        generation=draw(st.integers(1, 2**31)),
+    )
+    world = draw(st.integers(1, 5000))
+    resource = None
+    if phase.gpu_types:
+        resource = SETTINGS.gpu_types[draw(st.sampled_from(phase.gpu_types))].resource
+    return Worker(
+        job=job,
+        spec=spec,
+        phase=phase,
+        generation=draw(st.integers(0, 10000)),
+        rank=draw(st.integers(0, world - 1)),
+        world_size=world,
+        attempt=draw(st.integers(0, 10000)),
+        resource=resource,
+    )
+
+
+@BOUNDED
+@given(workers())
+def test_names_are_dns_labels_within_63_characters(worker: Worker) -> None:
+    pod = worker.manifest()
+    assert is_dns_label(pod["metadata"]["name"]), pod["metadata"]["name"]
+    assert is_dns_label(pod["spec"]["hostname"])
+    assert is_dns1035_label(pod["spec"]["subdomain"])
+    service = service_manifest(worker.job)
+    assert service["metadata"]["name"] == pod["spec"]["subdomain"]
+    assert pod["spec"]["containers"][0]["name"] == "worker"
+    # rank 0's stable address: hostname.subdomain.namespace.svc, each part a DNS label
+    host, service_name, namespace, svc = worker.master_addr.split(".")
+    assert is_dns_label(host) and host.endswith(f"-g{worker.generation}-0")
+    assert (service_name, namespace, svc) == (pod["spec"]["subdomain"], worker.job.namespace, "svc")
+
+
+@BOUNDED
+@given(workers())
+def test_label_keys_are_ours_and_values_are_valid_label_values(worker: Worker) -> None:
+    for manifest in (worker.manifest(), service_manifest(worker.job)):
+        found = manifest["metadata"]["labels"]
+        assert set(found) <= OUR_LABEL_KEYS
+        for value in found.values():
+            assert is_label_value(value), value
+    selector = worker.affinity()["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    for term in selector["nodeSelectorTerms"]:
+        for expr in term["matchExpressions"]:
+            assert expr["key"] in OUR_LABEL_KEYS | {labels.LABEL_ROLE}
+            assert all(is_label_value(v) for v in expr["values"])
+
+
+@BOUNDED
+@given(workers())
+def test_command_args_and_env_are_passed_as_written_in_exec_form(worker: Worker) -> None:
+    template = worker.spec.worker_template(worker.phase)
+    container = worker.manifest()["spec"]["containers"][0]
+    assert container.get("command") == (
+        list(template.command) if template.command is not None else None
+    )
+    assert container.get("args") == (list(template.args) if template.args is not None else None)
+    if template.command is None:  # the image's entrypoint runs; Phased adds no shell
+        assert "command" not in container
+    elif not template.command or template.command[0] not in SHELLS:
+        assert not SHELLS & set(container["command"]) - set(template.command)
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert len(env) == len(container["env"]), "one value per name"
+    for var in template.env or []:
+        assert env[var.name] == var.value  # byte for byte: no quoting, no expansion
+    for name in TORCH_ENV:
+        assert name in env
+
+
+@BOUNDED
+@given(workers(), st.lists(reserved_env_names, min_size=1, max_size=4, unique=True), user_text)
+def test_a_template_cannot_override_phased_env(
+    worker: Worker, names: list[str], value: str
+) -> None:
+    """Even past validation (decide refuses such a spec), the worker gets Phased's value, once."""
+    forged_env = [EnvVar(name=n, value=value) for n in names]
+    template = worker.spec.template.model_copy(update={"env": forged_env})
+    phase = worker.phase.model_copy(
+        update={"template": worker.phase.template.model_copy(update={"env": forged_env})}
+    )
+    forged = replace(
+        worker, spec=worker.spec.model_copy(update={"template": template}), phase=phase
+    )
+    ours = {e["name"]: e["value"] for e in worker.env()}
+    got = [(e["name"], e["value"]) for e in forged.env()]
+    for name, phased_value in ours.items():
+        if name.startswith(RESERVED_PREFIX) or name in TORCH_ENV:
+            assert [v for n, v in got if n == name] == [phased_value]
+
+
+@BOUNDED
+@given(st.lists(reserved_env_names, min_size=1, max_size=3, unique=True), st.booleans())
+def test_a_template_asking_for_phased_env_makes_the_job_invalid(
+    names: list[str], in_phase: bool
+) -> None:
+    env = [{"name": n, "value": "forged"} for n in names]
+    template = {"image": "r.example/llm:1"}
+    phase: dict[str, Any] = {"name": "train", "nodes": {"min": 1, "max": 2}}
+    if in_phase:
+        phase["template"] = {"env": env}
+    else:
+        template["env"] = env  # type: ignore[assignment]
+    spec = parse_spec({"phases": [phase], "template": template})
+    plan = decide(snapshot(spec, nodes("cpu", 3, gpu=None)), SETTINGS, T0)
+    assert plan.status.state == JobState.INVALID
+    assert [type(a).__name__ for a in plan.actions] == ["EmitEvent"]
+
+
+@BOUNDED
+@given(workers(), st.sampled_from(["", "trainer"]))
+def test_workers_get_no_operator_account_and_no_host_access(worker: Worker, account: str) -> None:
+    worker = Worker(**{**worker.__dict__, "service_account": account})
+    pod = worker.manifest()
+    spec = pod["spec"]
+    assert set(spec) <= POD_SPEC_KEYS
+    assert set(spec["containers"][0]) <= CONTAINER_KEYS
+    if account:
+        assert spec["serviceAccountName"] == account and spec["automountServiceAccountToken"]
+    else:
+        assert "serviceAccountName" not in spec and spec["automountServiceAccountToken"] is False
+    assert "securityContext" not in spec and "volumes" not in spec
+    assert not any(k.startswith("host") and k != "hostname" for k in spec)
+
+
+def test_the_default_settings_give_workers_no_token() -> None:
+    assert WorkerPolicy().service_account == ""
+
+
+# --- known gaps: map keys in the template are not validated ----------------------------------
+
+
+def _worker_for(template: dict[str, Any]) -> Worker:
+    spec: TrainingJobSpec = parse_spec(
+        {"phases": [{"name": "train", "nodes": {"min": 1, "max": 1}}], "template": template}
+    )
+    job = JobRef(namespace="ml", name="llm", uid="0b5c2d1e-0000-4000-8000-000000000000")
+    return Worker(job=job, spec=spec, phase=spec.phases[0], generation=0, rank=0, world_size=1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="WorkerTemplate.annotations keys are not validated (models or CRD): any string "
+    "reaches the pod's metadata.annotations, the API server refuses the pod, and the job "
+    "retries for ever instead of becoming InvalidSpec",
+)
+@pytest.mark.parametrize("key", ["not a key", "UPPER/x", "a/b/c", "", "x" * 64, "é"])
+def test_annotation_keys_in_the_pod_are_valid_kubernetes_keys(key: str) -> None:
+    pod = _worker_for({"image": "r.example/llm:1", "annotations": {key: "v"}}).manifest()
+    assert all(is_qualified_name(k) for k in pod["metadata"].get("annotations", {}))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="WorkerTemplate.resources keys are not validated (models or CRD): any string "
+    "reaches the container's resources, and the API server refuses the pod",
+)
+@pytest.mark.parametrize("key", ["not a resource", "", "a/b/c", "é"])
+def test_resource_names_in_the_pod_are_valid_kubernetes_names(key: str) -> None:
+    pod = _worker_for({"image": "r.example/llm:1", "resources": {"limits": {key: "1"}}}).manifest()
+    limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+    assert all(is_qualified_name(k) for k in limits)
