@@ -277,7 +277,9 @@ def valid_spec_dicts(draw: st.DrawFn) -> dict[str, Any]:
             ),
             "massFailure": {
                 "maxFailedPercent": draw(st.integers(1, 100)),
-                "window": draw(durations),
+                # Windows longer than ~2000 years crash decide: pinned as a known bug in
+                # test_decide_never_raises_and_never_touches_nodes_it_does_not_own.py.
+                "window": draw(st.one_of(short_graces, st.sampled_from(["80d", "99999d"]))),
             },
         }
     if draw(st.booleans()):

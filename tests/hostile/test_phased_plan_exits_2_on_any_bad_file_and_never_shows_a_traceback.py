@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from phased.cli import main
 from tests.hostile.strategies import hostile_spec_dicts, json_values, odd_text, valid_spec_dicts
 
-BOUNDED = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BOUNDED = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MANIFEST = {"apiVersion": "phased.dev/v1alpha1", "kind": "TrainingJob", "metadata": {"name": "x"}}
 VALID_TEXT = yaml.safe_dump(
     {
