@@ -33,7 +33,9 @@ logs="$PHASED_CLUSTER_DIR/logs"
 # Default kube-controller-manager timings: the upstream defaults (kwokctl would
 # otherwise stretch them by its heartbeat factor). PHASED_KCM_FLAGS come after
 # and win.
-KCM_DEFAULT_FLAGS="--node-monitor-period=5s --node-monitor-grace-period=50s"
+# A single controller-manager and scheduler need no leader election; with it, a machine
+# starved for a few seconds makes them lose their lease and exit, with nothing to restart them.
+KCM_DEFAULT_FLAGS="--node-monitor-period=5s --node-monitor-grace-period=50s --leader-elect=false"
 
 # --- 1. binaries ------------------------------------------------------------
 command -v "$PYTHON" >/dev/null 2>&1 || die "no '$PYTHON' on PATH (set PYTHON to a Python 3.11+ with the 'kubernetes' package)"
@@ -146,6 +148,7 @@ for f in "${kcm_flags[@]}"; do
   [[ "$f" == --*=* ]] || die "PHASED_KCM_FLAGS: '$f' is not of the form --flag=value"
   create_args+=(--extra-args "kube-controller-manager=${f#--}")
 done
+create_args+=(--extra-args "kube-scheduler=leader-elect=false")
 if [[ "${PHASED_DRY_RUN:-0}" == 1 ]]; then
   "$KWOKCTL" "${create_args[@]}" --dry-run
   exit 0

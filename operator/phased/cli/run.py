@@ -36,6 +36,23 @@ def register(sub: Any) -> None:
         default=[],
         help="watch only this namespace (repeatable; default: all namespaces)",
     )
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        default=os.environ.get("PHASED_LEADER_ELECT", "").lower() in ("1", "true", "yes"),
+        help="run as one of several replicas: act only while holding a Lease "
+        "(default: $PHASED_LEADER_ELECT)",
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("PHASED_LEASE_NAMESPACE", "default"),
+        help="namespace of the leader-election Lease (default: $PHASED_LEASE_NAMESPACE or default)",
+    )
+    parser.add_argument(
+        "--lease-name",
+        default=os.environ.get("PHASED_LEASE_NAME", "phased-operator"),
+        help="name of the leader-election Lease",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     parser.set_defaults(func=run)
 
@@ -78,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         os.environ["KUBECONFIG"] = args.kubeconfig
     try:
-        asyncio.run(_operate(settings, args.kubeconfig, list(args.namespace)))
+        asyncio.run(_operate(settings, args, list(args.namespace)))
     except KeyboardInterrupt:
         return 0
     except Exception as exc:
@@ -100,7 +117,36 @@ def _port_problem(port: int) -> str:
     return ""
 
 
-async def _operate(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:
+async def _operate(settings: Settings, args: argparse.Namespace, namespaces: list[str]) -> None:
+    kubeconfig: str | None = args.kubeconfig
+    if not args.leader_elect:
+        await _serve(settings, kubeconfig, namespaces)
+        return
+    from phased.kube.client import KubeClient
+    from phased.kube.lease import LeaderLost, LeaseElector
+
+    kube = await KubeClient.connect(kubeconfig)
+    identity = f"{socket.gethostname()}-{os.getpid()}"
+    elector = LeaseElector(kube, args.lease_namespace, args.lease_name, identity)
+    await elector.acquire()
+    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces))
+    keeping = asyncio.create_task(elector.keep())
+    done, _ = await asyncio.wait({serving, keeping}, return_when=asyncio.FIRST_COMPLETED)
+    if keeping in done:
+        try:
+            keeping.result()
+        except LeaderLost as exc:
+            # Acting without the lease could act twice: stop at once, restart as a candidate.
+            logger.error("leader election: %s; exiting", exc)
+            logging.shutdown()
+            os._exit(70)
+    keeping.cancel()
+    await elector.release()
+    await kube.close()
+    serving.result()
+
+
+async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:
     import kopf
     from prometheus_client import CollectorRegistry, start_http_server
 
