@@ -148,7 +148,7 @@ def _mark_resumed(draft: Draft) -> None:
     """Open failures end when every worker of the running generation is Running again."""
     touched = any(_is_pod_action(a) for a in draft.actions)
     pods = live(generation_pods(draft))
-    world = world_of(pods, draft.status.world_size)
+    world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
     running = {p.rank for p in pods if p.phase == PodPhase.RUNNING}
     if touched or world == 0 or not all(r in running for r in range(world)):
         return

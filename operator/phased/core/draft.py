@@ -30,6 +30,7 @@ from phased.core.model import (
     PodInfo,
     Snapshot,
 )
+from phased.core.podlabels import trusted
 from phased.core.settings import Settings
 
 NORMAL = "Normal"
@@ -48,6 +49,7 @@ class Draft:
     conditions: tuple[Condition, ...]
     nodes: dict[str, NodeInfo]
     roles: dict[str, NodeRole]  # the job's nodes, roles as they will be after the actions
+    pods: tuple[PodInfo, ...]  # the job's pods whose labels Phased could have written
     actions: list[Action] = field(default_factory=list)
     wake: list[float] = field(default_factory=list)
     waiting: bool = False
@@ -76,6 +78,7 @@ class Draft:
             conditions=tuple(status.conditions),
             nodes={n.name: n for n in snap.nodes},
             roles=roles,
+            pods=tuple(p for p in snap.pods if trusted(spec, p)),
         )
 
     # --- status -----------------------------------------------------------------------------
@@ -151,7 +154,7 @@ class Draft:
 
     def phase_pods(self, name: str | None = None) -> list[PodInfo]:
         wanted = name if name is not None else self.phase.name
-        return [p for p in self.snap.pods if p.phase_name == wanted]
+        return [p for p in self.pods if p.phase_name == wanted]
 
     # --- the result -------------------------------------------------------------------------
 

@@ -23,30 +23,32 @@ from phased.core import labels
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.model import DeletePod, PodInfo, PodPhase, ReleaseNode
+from phased.core.podlabels import label_int
 from phased.core.times import format_time, parse_time
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED})
 
 
-def world_of(pods: list[PodInfo], fallback: int) -> int:
-    sizes = []
-    for pod in pods:
-        try:
-            sizes.append(int(pod.labels.get(labels.LABEL_WORLD_SIZE, "")))
-        except ValueError:
-            continue
-    return max(sizes) if sizes else fallback
+def world_of(pods: list[PodInfo], fallback: int, limit: int) -> int:
+    """The generation's world size from its pods' labels, never above ``limit`` (the
+    phase's ``nodes.max``): a label beyond it is ignored, and so is a fallback beyond it."""
+    sizes = [
+        size
+        for size in (label_int(pod, labels.LABEL_WORLD_SIZE) for pod in pods)
+        if size is not None and 1 <= size <= limit
+    ]
+    return max(sizes) if sizes else min(max(0, fallback), limit)
 
 
 def derive_position(draft: Draft) -> None:
     """Phase index and generation from the status and the pods (see the module docstring)."""
     names = [p.name for p in draft.spec.phases]
     status = draft.status
-    seen = [names.index(p.phase_name) for p in draft.snap.pods if p.phase_name in names]
+    seen = [names.index(p.phase_name) for p in draft.pods if p.phase_name in names]
     index = min(max([status.phase_index, *seen]), len(names) - 1)
     generation = status.restart_generation if index == status.phase_index else 0
     generation = max(
-        [generation, *(p.generation for p in draft.snap.pods if p.phase_name == names[index])]
+        [generation, *(p.generation for p in draft.pods if p.phase_name == names[index])]
     )
     for earlier in range(status.phase_index, index):  # a transition whose status write was lost
         record = draft.records[earlier]
@@ -74,7 +76,7 @@ def phase_complete(draft: Draft) -> bool:
     succeeded = {p.rank for p in pods if p.phase == PodPhase.SUCCEEDED}
     if draft.phase.completion.mode == CompletionMode.RANK_ZERO_SUCCEEDED:
         return 0 in succeeded
-    world = world_of(pods, draft.status.world_size)
+    world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
     return world > 0 and all(r in succeeded for r in range(world))
 
 

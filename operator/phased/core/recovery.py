@@ -292,7 +292,7 @@ def tend_generation(draft: Draft) -> None:
     pods = generation_pods(draft)
     if not live(pods):
         return
-    world = world_of(live(pods), draft.status.world_size)
+    world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
     if losses.missing:
         _replace_ranks(draft, pods, losses.missing, world)

@@ -1,0 +1,48 @@
+"""Numbers read back from worker pods' labels, and whether to believe them.
+
+Phased writes rank, world size, restart generation and attempt onto every worker pod and
+reads them back (a status write may be lost). Anyone who may edit pods in the job's
+namespace can rewrite them, so a value Phased could not have written makes the pod
+untrusted: decide does not count it as a worker. None of these numbers may size a loop or a
+list unless it is bounded by the spec first.
+"""
+
+from __future__ import annotations
+
+from phased.api.v1alpha1 import TrainingJobSpec
+from phased.core import labels
+from phased.core.model import PodInfo
+
+# Bounds on numbers read back from pod labels, which anyone who may edit pods in the job's
+# namespace can rewrite: a restart a minute for two years, and pod names stay within 63.
+MAX_GENERATION = 1_000_000
+MAX_ATTEMPT = 1_000_000
+
+
+def label_int(pod: PodInfo, key: str) -> int | None:
+    """The integer in label ``key``; None when absent or not an integer."""
+    try:
+        return int(pod.labels.get(key, ""))
+    except ValueError:  # also more than 4300 digits
+        return None
+
+
+def trusted(spec: TrainingJobSpec, pod: PodInfo) -> bool:
+    """Whether ``pod``'s labels are numbers Phased could have written for its phase.
+
+    A rank outside ``[0, nodes.max)``, a negative or absurd generation or attempt: the pod
+    was not made by Phased as it is, and decide does not count it as a worker (a finished
+    job still stops it). Labels that do not parse at all are read as before (no rank;
+    generation and attempt 0). A world-size label beyond ``nodes.max`` leaves the pod a
+    worker; :func:`phased.core.phases.world_of` ignores the label.
+    """
+    phase = next((p for p in spec.phases if p.name == pod.phase_name), None)
+    limit = phase.nodes.max if phase is not None else max(p.nodes.max for p in spec.phases)
+    rank = label_int(pod, labels.LABEL_RANK)
+    generation = label_int(pod, labels.LABEL_GENERATION)
+    attempt = label_int(pod, labels.LABEL_ATTEMPT)
+    return (
+        (rank is None or 0 <= rank < limit)
+        and (generation is None or 0 <= generation <= MAX_GENERATION)
+        and (attempt is None or 0 <= attempt <= MAX_ATTEMPT)
+    )
