@@ -351,12 +351,6 @@ def test_a_finished_job_whose_spec_lost_phases_does_not_raise(state: JobState) -
     assert isinstance(decide(snapshot, SETTINGS, NOW), Plan)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="decide raises OverflowError when failurePolicy.massFailure.window reaches back "
-    "before year 1 (e.g. 999999d, which the CRD pattern and the models accept): "
-    "core/failure.py computes now - timedelta(seconds=window)",
-)
 def test_a_mass_failure_window_of_999999_days_does_not_raise() -> None:
     spec = parse_spec(
         {
@@ -369,6 +363,34 @@ def test_a_mass_failure_window_of_999999_days_does_not_raise() -> None:
         job=JOB, spec=spec, spec_error=None, status=TrainingJobStatus(), nodes=(), pods=()
     )
     assert isinstance(decide(snapshot, SETTINGS, NOW), Plan)
+
+
+LONGEST = "999999d9999999h999999999m999999s"  # 32 characters, about 5800 years
+
+
+def test_the_longest_durations_the_crd_accepts_do_not_raise() -> None:
+    """A failed node trips the breaker with the longest window; the running phase's
+    maxDuration deadline lies past year 9999."""
+    the_spec = spec(
+        phase("train", 2, 2, maxDuration=LONGEST),
+        failurePolicy={"massFailure": {"window": LONGEST, "maxFailedPercent": 1}},
+    )
+    status = TrainingJobStatus(
+        state=JobState.RUNNING,
+        phase="train",
+        world_size=2,
+        phases=[{"name": "train", "state": "Running", "startTime": "2026-03-01T11:00:00Z"}],
+        failures=[
+            {"id": 1, "node": "old", "reason": "NodeNotReady", "detected": "0001-01-01T00:00:00Z"}
+        ],
+    )
+    nodes = [
+        owned(node("n0"), NodeRole.ACTIVE),
+        owned(node("n1", ready=False, ready_since=T0 - timedelta(hours=1)), NodeRole.ACTIVE),
+    ]
+    workers = [pod(f"llm-train-g0-{r}", "train", r, world=2, node_name=f"n{r}") for r in (0, 1)]
+    plan = decide(snapshot(the_spec, nodes, workers, status=status), SETTINGS, T0)
+    assert isinstance(plan, Plan) and plan.status.state != JobState.FAILED
 
 
 _WORLD_SIZE_BOMB = textwrap.dedent(

@@ -25,13 +25,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import FailurePolicy, FailureReason, FailureRecord, NodeRole, Suspect
 from phased.core.model import NodeInfo
 from phased.core.pools import nearest_first
-from phased.core.times import format_time, parse_time
+from phased.core.times import format_time, parse_time, shifted
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Trouble:
     grace: float
 
     def expires(self) -> datetime:
-        return self.since + timedelta(seconds=self.grace)
+        return shifted(self.since, self.grace)
 
 
 @dataclass(frozen=True)
@@ -199,14 +199,14 @@ def breaker(
 ) -> Breaker:
     """Whether the new failures must be left alone (see the module docstring)."""
     window = parse_duration(policy.mass_failure.window)
-    start = now - timedelta(seconds=window)
+    start = shifted(now, -window)
     times = [t for t in (parse_time(r.detected) for r in ledger) if t is not None and t >= start]
     times += [f.detected for f in new if f.detected >= start]
     count = len(times)
     allowed = max(1, math.floor(pool_size * policy.mass_failure.max_failed_percent / 100))
     percent = 100.0 * count / pool_size if pool_size else 100.0
     tripped = bool(new) and count > allowed
-    wake = (min(times) + timedelta(seconds=window) - now).total_seconds() if tripped else None
+    wake = (shifted(min(times), window) - now).total_seconds() if tripped else None
     return Breaker(tripped, count, pool_size, percent, wake)
 
 

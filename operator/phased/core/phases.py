@@ -15,8 +15,6 @@ are created, so time spent waiting for capacity does not eat into it.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import CompletionMode, JobState, NodeRole, PhaseState
 from phased.core import labels
@@ -24,7 +22,7 @@ from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.model import DeletePod, PodInfo, PodPhase, ReleaseNode
 from phased.core.podlabels import label_int
-from phased.core.times import format_time, parse_time
+from phased.core.times import format_time, parse_time, shifted
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED})
 
@@ -132,7 +130,7 @@ def timed_out(draft: Draft) -> bool:
     start = parse_time(draft.record.start_time)
     if limit is None or start is None:
         return False
-    deadline = start + timedelta(seconds=parse_duration(limit))
+    deadline = shifted(start, parse_duration(limit))
     if deadline <= draft.now:
         return True
     draft.later((deadline - draft.now).total_seconds())

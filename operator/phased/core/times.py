@@ -6,7 +6,11 @@ sums over many short intervals (accounting, interruptions) do not drift.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+# The ends of the calendar, for instants that a long duration would push past them.
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
 
 
 def format_time(moment: datetime) -> str:
@@ -36,3 +40,17 @@ def seconds_between(start: datetime | None, end: datetime) -> float:
     if start is None:
         return 0.0
     return max(0.0, (end - start).total_seconds())
+
+
+def shifted(moment: datetime, seconds: float) -> datetime:
+    """``moment`` plus ``seconds`` (may be negative), clamped to the calendar's ends.
+
+    Durations in a spec may add up to thousands of years (``999999d`` matches the CRD's
+    pattern); an instant beyond year 1 or 9999 is read as that end, never an error.
+    """
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        return LATEST if seconds > 0 else EARLIEST
