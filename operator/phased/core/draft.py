@@ -61,6 +61,11 @@ class Draft:
         cls, snap: Snapshot, spec: TrainingJobSpec, settings: Settings, now: datetime
     ) -> Draft:
         status = snap.status
+        # The spec may have been edited to fewer phases (even after the job finished), and a
+        # person with status access may write anything: the index always names a phase.
+        index = min(max(0, status.phase_index), len(spec.phases) - 1)
+        if index != status.phase_index:
+            status = status.model_copy(update={"phase_index": index})
         by_name = {r.name: r for r in status.phases}
         records = [by_name.get(p.name) or PhaseRecord(name=p.name) for p in spec.phases]
         roles: dict[str, NodeRole] = {}
