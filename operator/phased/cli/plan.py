@@ -89,16 +89,54 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_job(name: str, stdin: TextIO) -> TrainingJob:
-    """Load and validate the one TrainingJob in file ``name`` (``-``: ``stdin``)."""
+# What PyYAML and Python raise on files that are not YAML they can build: besides YAMLError,
+# ValueError (dates not in the calendar, "!!int x", integers over 4300 digits), TypeError,
+# AttributeError and KeyError (explicit tags on the wrong node: "!!bool x", "!!timestamp x"),
+# RecursionError (deep nesting),
+# OverflowError (huge floats and dates), UnicodeDecodeError (not UTF-8, a ValueError).
+UNREADABLE = (
+    yaml.YAMLError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    LookupError,
+    RecursionError,
+    OverflowError,
+)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"it is not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, LookupError):  # "!!bool x": the tag has no such value
+        return f"a value its tag does not allow: {exc}"
+    return str(exc).strip() or type(exc).__name__
+
+
+def _read_text(name: str, stdin: TextIO | None) -> str:
     try:
-        text = stdin.read() if name == "-" else Path(name).read_text()
+        if name == "-" and stdin is not None:
+            return stdin.read()
+        return Path(name).read_bytes().decode("utf-8")
     except OSError as exc:
         raise PlanInputError(f"cannot read {name}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PlanInputError(f"cannot read {name}: {_why(exc)}") from None
+
+
+def read_job(name: str, stdin: TextIO) -> TrainingJob:
+    """Load and validate the one TrainingJob in file ``name`` (``-``: ``stdin``).
+
+    Every failure to read or parse the file is a :class:`PlanInputError` (exit 2), never a
+    traceback.
+    """
+    text = _read_text(name, stdin)
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise PlanInputError(f"{name} is not valid YAML: {exc}") from None
+    except UNREADABLE as exc:
+        raise PlanInputError(f"{name} is not valid YAML: {_why(exc)}") from None
     if len(docs) != 1:
         raise PlanInputError(f"{name} must hold exactly one TrainingJob, found {len(docs)}")
     if not isinstance(docs[0], dict):
@@ -110,18 +148,21 @@ def read_job(name: str, stdin: TextIO) -> TrainingJob:
     except ValidationError as exc:
         problems = "\n".join(f"  {line}" for line in explain(exc))
         raise PlanInputError(f"{name} is not a valid TrainingJob:\n{problems}") from None
+    except RecursionError as exc:
+        raise PlanInputError(f"{name} is not a valid TrainingJob: {_why(exc)}") from None
 
 
 def read_settings(name: str | None) -> Settings:
     """The operator settings from file ``name``, or the built-in ones."""
     if name is None:
         return Settings()
+    text = _read_text(name, None)
     try:
-        return load_settings(Path(name).read_text())
-    except OSError as exc:
-        raise PlanInputError(f"cannot read {name}: {exc.strerror}") from None
+        return load_settings(text)
     except SettingsError as exc:
         raise PlanInputError(f"{name}: {exc}") from None
+    except UNREADABLE as exc:
+        raise PlanInputError(f"{name} is not valid YAML: {_why(exc)}") from None
 
 
 def with_prices(settings: Settings, prices: dict[GPUType, float]) -> Settings:
