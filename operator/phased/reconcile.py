@@ -55,7 +55,7 @@ from phased.core.model import (
 )
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
-from phased.kube.client import KubeClient, KubeError
+from phased.kube.client import Invalid, KubeClient, KubeError
 from phased.kube.convert import job_ref_from_raw, pod_from_raw
 from phased.kube.events import EventVerbs
 from phased.kube.jobs import JobVerbs
@@ -108,6 +108,7 @@ class JobEntry:
     service_ok: bool = False
     timer: asyncio.TimerHandle | None = None
     timer_due: float = 0.0
+    rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
 
 
 @dataclass
@@ -308,10 +309,14 @@ class Reconciler:
         raw_pods = await self.pod_verbs.list(
             entry.ref.namespace, f"{labels.LABEL_JOB_UID}={entry.ref.uid}"
         )
+        spec, spec_error = entry.spec, entry.spec_error
+        if entry.rejected is not None and entry.rejected[0] == entry.ref.generation:
+            # The API refused what this spec makes: only a new generation can fix it.
+            spec, spec_error = None, entry.rejected[1]
         return Snapshot(
             job=entry.ref,
-            spec=entry.spec,
-            spec_error=entry.spec_error,
+            spec=spec,
+            spec_error=spec_error,
             status=parse_status(entry.raw.get("status")),
             nodes=self.nodes.all(),
             pods=tuple(pod_from_raw(p) for p in raw_pods),
@@ -371,7 +376,14 @@ class Reconciler:
             case UnquarantineNode(node=name):
                 await self.node_verbs.unquarantine(name, job)
             case CreatePod(manifest=manifest):
-                await self.pod_verbs.create(job.namespace, manifest)
+                try:
+                    await self.pod_verbs.create(job.namespace, manifest)
+                except Invalid as exc:
+                    pod = manifest.get("metadata", {}).get("name")
+                    why = f"the API server refused worker pod {pod}: {exc.message[:400]}"
+                    entry.rejected = (job.generation, why)
+                    self.trigger(job.uid, 0.1)
+                    raise
             case DeletePod(name=name, force=force):
                 await self.pod_verbs.delete(job.namespace, name, force=force)
             case EnsureService(manifest=manifest):
