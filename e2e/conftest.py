@@ -22,6 +22,7 @@ for p in (str(_E2E.parent), str(_E2E)):  # `from e2e.lib import ...`, `from clus
         sys.path.insert(0, p)
 
 from e2e import lib  # noqa: E402
+from e2e.operator_fixtures import crd, operator  # noqa: E402, F401 - fixtures for every module
 
 _checked: dict[str, Any] = {}
 

@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
-
 from e2e import lib
 from e2e.harness import CRD, REPO, Operator
 
 JOB_UID = "phased.dev/job-uid"
 ROLE = "phased.dev/role"
-LOGS = Path("/tmp/phased-e2e-logs")  # noqa: S108 - test logs, printed on failure
+LOGS = Path("/tmp/phased-e2e-logs")
 
 
 @pytest.fixture(scope="session")
@@ -33,9 +32,7 @@ def crd(kubectl: lib.Kubectl) -> None:
 
 
 @pytest.fixture(scope="module")
-def operator(
-    kubeconfig: str, crd: None, request: pytest.FixtureRequest
-) -> Iterator[Operator]:
+def operator(kubeconfig: str, crd: None, request: pytest.FixtureRequest) -> Iterator[Operator]:
     """The operator, running for the whole test module; its log is shown when a test fails."""
     log = LOGS / f"{request.module.__name__.rsplit('.', 1)[-1]}.log"
     if log.exists():
@@ -57,7 +54,9 @@ def apply(kubectl: lib.Kubectl, namespace: str, manifest: dict[str, Any]) -> Non
 def get_job(kubectl: lib.Kubectl, namespace: str, name: str) -> dict[str, Any]:
     import json
 
-    out: dict[str, Any] = json.loads(kubectl("get", "trainingjob", name, "-n", namespace, "-o", "json"))
+    out: dict[str, Any] = json.loads(
+        kubectl("get", "trainingjob", name, "-n", namespace, "-o", "json")
+    )
     return out
 
 
@@ -81,15 +80,14 @@ def live_workers(core: Any, namespace: str, uid: str) -> list[Any]:
 def release_quarantined(kubeconfig: str) -> None:
     """Give back every node Phased quarantined in earlier tests (as a person would)."""
     core = lib.core_v1(kubeconfig)
-    names = [
-        n.metadata.name for n in core.list_node(label_selector=f"{ROLE}=quarantined").items
-    ]
+    names = [n.metadata.name for n in core.list_node(label_selector=f"{ROLE}=quarantined").items]
     for name in names:
         lib.reset_node(core, name)
     if names:
         subprocess.run(
             [sys.executable, "-m", "phased", "release-node", "--kubeconfig", kubeconfig, *names],
-            check=True, capture_output=True,
+            check=True,
+            capture_output=True,
         )
 
 

@@ -10,15 +10,12 @@ from typing import Any
 
 from e2e import lib
 from e2e.harness import Operator, metric_values
-from e2e.operator_fixtures import (  # noqa: F401 - fixtures
-    JOB_UID,
+from e2e.operator_fixtures import (
     apply,
-    crd,
     get_job,
     live_workers,
     load_example,
     nodes_of,
-    operator,
     release_quarantined,
     status,
     wait_state,
@@ -26,7 +23,11 @@ from e2e.operator_fixtures import (  # noqa: F401 - fixtures
 
 
 def test_small_example_runs_to_succeeded_through_a_node_failure(
-    operator: Operator, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any,
+    operator: Operator,
+    kubectl: lib.Kubectl,
+    core: Any,
+    namespace: str,
+    sim_node: Any,
     kubeconfig: str,
 ) -> None:
     job = load_example("small.yaml")
@@ -89,12 +90,17 @@ def test_small_example_runs_to_succeeded_through_a_node_failure(
         # The metrics agree with the ledger.
         scrape = operator.scrape()
         failures = metric_values(
-            scrape, "phased_job_failures_total", namespace=namespace, trainingjob=name,
+            scrape,
+            "phased_job_failures_total",
+            namespace=namespace,
+            trainingjob=name,
             reason="NodeNotReady",
         )
         assert sum(failures) == 1.0, failures  # one series per phase; one failure in all
         recoveries = metric_values(
-            scrape, "phased_job_failure_recovery_seconds_count", namespace=namespace,
+            scrape,
+            "phased_job_failure_recovery_seconds_count",
+            namespace=namespace,
             trainingjob=name,
         )
         assert sum(recoveries) == 1.0, recoveries
@@ -108,7 +114,11 @@ def test_small_example_runs_to_succeeded_through_a_node_failure(
 
 
 def test_spares_are_refilled_after_a_swap(
-    operator: Operator, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any,
+    operator: Operator,
+    kubectl: lib.Kubectl,
+    core: Any,
+    namespace: str,
+    sim_node: Any,
     kubeconfig: str,
 ) -> None:
     """A GPU-fault condition on a Ready node is a failure too; the spare pool is back to
@@ -130,7 +140,8 @@ def test_spares_are_refilled_after_a_swap(
         st = wait_state(kubectl, namespace, "refill", {"Running"}, 120, operator)
         lib.wait_until(
             lambda: len(status(kubectl, namespace, "refill")["pool"].get("spares", [])) == 2,
-            60, message="two spares",
+            60,
+            message="two spares",
         )
         st = status(kubectl, namespace, "refill")
         victim = sim_node(sorted(st["pool"]["active"])[0])
@@ -156,7 +167,12 @@ def test_spares_are_refilled_after_a_swap(
         assert {p.spec.node_name for p in workers} == set(st["pool"]["active"])
     finally:
         kubectl("delete", "trainingjob", "refill", "-n", namespace, "--wait=false")
-        lib.wait_until(lambda: not set(nodes_of(core, uid)) - {
-            n for n, r in nodes_of(core, uid).items() if r == "quarantined"
-        }, 60, message="nodes released after delete")
+        lib.wait_until(
+            lambda: (
+                not set(nodes_of(core, uid))
+                - {n for n, r in nodes_of(core, uid).items() if r == "quarantined"}
+            ),
+            60,
+            message="nodes released after delete",
+        )
         release_quarantined(kubeconfig)

@@ -10,14 +10,12 @@ from typing import Any
 
 from e2e import lib
 from e2e.harness import Operator
-from e2e.operator_fixtures import (  # noqa: F401 - fixtures
+from e2e.operator_fixtures import (
     JOB_UID,
     apply,
-    crd,
     get_job,
     live_workers,
     nodes_of,
-    operator,
     status,
     wait_state,
 )
@@ -60,7 +58,8 @@ def test_deleting_a_running_job_releases_its_nodes_and_pods(
     lib.wait_until(lambda: not nodes_of(core, uid), 60, message="every node released")
     lib.wait_until(
         lambda: not core.list_namespaced_pod(namespace, label_selector=f"{JOB_UID}={uid}").items,
-        60, message="every worker gone",
+        60,
+        message="every worker gone",
     )
     for node in core.list_node().items:
         keys = {t.key for t in node.spec.taints or []}
@@ -117,9 +116,10 @@ def test_an_operator_killed_mid_phase_carries_on_without_duplicates(
         for record in st.get("phases", []):
             if record.get("startTime"):
                 # A recorded start never changes or disappears across restarts.
-                assert history_seen.setdefault(record["name"], record["startTime"]) == record[
-                    "startTime"
-                ], st["phases"]
+                assert (
+                    history_seen.setdefault(record["name"], record["startTime"])
+                    == record["startTime"]
+                ), st["phases"]
         live = [p for p in live_workers(core, namespace, uid)]
         ranks = collections.Counter(
             (p.metadata.labels.get("phased.dev/phase"), p.metadata.labels.get("phased.dev/rank"))

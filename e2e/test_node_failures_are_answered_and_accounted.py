@@ -9,19 +9,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from e2e import lib
 from e2e.harness import Operator
-from e2e.operator_fixtures import (  # noqa: F401 - fixtures
+from e2e.operator_fixtures import (
     apply,
-    crd,
     get_job,
     live_workers,
     nodes_of,
-    operator,
     release_quarantined,
     status,
-    wait_state,
 )
 
 
@@ -34,13 +30,15 @@ def long_job(name: str, active: int, spares: int, **policy: Any) -> dict[str, An
             "template": {"image": "busybox:1.36"},
             "spares": {"count": spares},
             "failurePolicy": {"notReadyGrace": "3s", "gpuDropGrace": "2s", **policy},
-            "phases": [{
-                "name": "train",
-                "nodes": {"min": max(1, active - 2), "max": active},
-                "gpuTypes": ["H100"],
-                "gpusPerNode": 8,
-                "template": {"annotations": {"sim.phased.dev/succeed-after": "10m"}},
-            }],
+            "phases": [
+                {
+                    "name": "train",
+                    "nodes": {"min": max(1, active - 2), "max": active},
+                    "gpuTypes": ["H100"],
+                    "gpusPerNode": 8,
+                    "template": {"annotations": {"sim.phased.dev/succeed-after": "10m"}},
+                }
+            ],
         },
     }
 
@@ -63,9 +61,7 @@ def running(
         def ready() -> dict[str, Any] | None:
             st = status(kubectl, namespace, name)
             pool = st.get("pool") or {}
-            workers = [
-                p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"
-            ]
+            workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"]
             full = len(pool.get("active", [])) == wanted and len(pool.get("spares", [])) == spares
             return st if full and len(workers) == wanted else None
 
@@ -75,7 +71,8 @@ def running(
     for name, uid in started:
         kubectl("delete", "trainingjob", name, "-n", namespace, "--wait=false")
         lib.wait_until(
-            lambda uid=uid: set(nodes_of(core, uid).values()) <= {"quarantined"}, 60,
+            lambda uid=uid: set(nodes_of(core, uid).values()) <= {"quarantined"},
+            60,
             message="nodes released",
         )
     release_quarantined(kubeconfig)
@@ -139,14 +136,22 @@ def test_with_no_spare_left_the_gang_restarts_smaller_while_at_least_min(
     def restarted() -> dict[str, Any] | None:
         # The condition holds only until a free node is claimed back, so read the event too.
         s = status(kubectl, namespace, name)
-        events = kubectl("get", "events", "-n", namespace, "-o",
-                         "jsonpath={range .items[*]}{.reason}|{.message}{'\\n'}{end}")
+        events = kubectl(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={range .items[*]}{.reason}|{.message}{'\\n'}{end}",
+        )
         said = [e for e in events.splitlines() if e.startswith("SparesExhausted|")]
         entry = ledger_for(s, victim)
         return {"status": s, "said": said} if entry and entry[0].get("resumed") and said else None
 
     found = lib.wait_until(
-        restarted, 60, message=lambda: f"SparesExhausted; status: {status(kubectl, namespace, name)}"
+        restarted,
+        60,
+        message=lambda: f"SparesExhausted; status: {status(kubectl, namespace, name)}",
     )
     st = found["status"]
     assert any("restarting on 3 nodes" in e for e in found["said"]), found["said"]
@@ -155,7 +160,8 @@ def test_with_no_spare_left_the_gang_restarts_smaller_while_at_least_min(
     def healthy_gang() -> bool:
         s = status(kubectl, namespace, name)
         workers = {
-            p.spec.node_name for p in live_workers(core, namespace, uid)
+            p.spec.node_name
+            for p in live_workers(core, namespace, uid)
             if p.status.phase == "Running"
         }
         return len(s["pool"]["active"]) >= 3 and workers == set(s["pool"]["active"])
@@ -187,24 +193,32 @@ def test_the_breaker_stops_cordoning_when_much_of_the_pool_fails(
     for victim in victims:  # the "network" comes back: the breaker clears
         lib.make_node_ready(core, victim, wait=None)
     lib.wait_until(
-        lambda: not any(
-            c["type"] == "MassFailure" and c["status"] == "True"
-            for c in status(kubectl, namespace, name)["conditions"]
+        lambda: (
+            not any(
+                c["type"] == "MassFailure" and c["status"] == "True"
+                for c in status(kubectl, namespace, name)["conditions"]
+            )
         ),
-        90, message="the breaker to clear",
+        90,
+        message="the breaker to clear",
     )
 
 
 def test_an_operator_killed_in_the_middle_of_a_swap_finishes_it_exactly_once(
-    running: Any, operator: Operator, kubectl: lib.Kubectl, core: Any, namespace: str,
+    running: Any,
+    operator: Operator,
+    kubectl: lib.Kubectl,
+    core: Any,
+    namespace: str,
     sim_node: Any,
 ) -> None:
     name, uid, st = running(long_job("midswap", 3, 1))
     victim = sim_node(sorted(st["pool"]["active"])[0])
     lib.make_node_not_ready(core, victim, wait=None)
     # Kill as soon as the node is cordoned: the status write of that pass may not have happened.
-    lib.wait_until(lambda: core.read_node(victim).spec.unschedulable, 30, interval=0.05,
-                   message="the cordon")
+    lib.wait_until(
+        lambda: core.read_node(victim).spec.unschedulable, 30, interval=0.05, message="the cordon"
+    )
     operator.kill()
     time.sleep(1)
     operator.start()
@@ -230,6 +244,7 @@ def test_a_deleted_node_is_replaced(
     saved = core.read_node(victim)
     core.delete_node(victim)
     try:
+
         def swapped() -> dict[str, Any] | None:
             s = status(kubectl, namespace, name)
             entries = ledger_for(s, victim)
@@ -239,12 +254,18 @@ def test_a_deleted_node_is_replaced(
         assert ledger_for(st, victim)[0]["reason"] == "NodeDeleted"
     finally:
         # Put the simulated node back as it was before the test (without Phased's marks).
-        labels = {k: v for k, v in (saved.metadata.labels or {}).items()
-                  if not k.startswith("phased.dev/")}
+        labels = {
+            k: v
+            for k, v in (saved.metadata.labels or {}).items()
+            if not k.startswith("phased.dev/")
+        }
         taints = [t for t in saved.spec.taints or [] if not t.key.startswith("phased.dev/")]
         body = {
-            "metadata": {"name": victim, "labels": labels,
-                         "annotations": saved.metadata.annotations or {}},
+            "metadata": {
+                "name": victim,
+                "labels": labels,
+                "annotations": saved.metadata.annotations or {},
+            },
             "spec": {"taints": taints or None},
             "status": {"capacity": saved.status.capacity, "allocatable": saved.status.allocatable},
         }

@@ -16,14 +16,12 @@ from typing import Any
 
 from e2e import lib
 from e2e.harness import Operator
-from e2e.operator_fixtures import (  # noqa: F401 - fixtures
+from e2e.operator_fixtures import (
     JOB_UID,
     apply,
-    crd,
     get_job,
     live_workers,
     nodes_of,
-    operator,
     release_quarantined,
     status,
     wait_state,
@@ -35,7 +33,10 @@ TRIALS = int(os.environ.get("PHASED_CRASH_TRIALS", "30"))
 def four_phases(name: str, seconds: int = 8) -> dict[str, Any]:
     def phase(n: str, lo: int, hi: int) -> dict[str, Any]:
         return {
-            "name": n, "nodes": {"min": lo, "max": hi}, "gpuTypes": ["H100"], "gpusPerNode": 8,
+            "name": n,
+            "nodes": {"min": lo, "max": hi},
+            "gpuTypes": ["H100"],
+            "gpusPerNode": 8,
             "template": {"annotations": {"sim.phased.dev/succeed-after": f"{seconds}s"}},
         }
 
@@ -47,8 +48,12 @@ def four_phases(name: str, seconds: int = 8) -> dict[str, Any]:
             "template": {"image": "busybox:1.36"},
             "spares": {"count": 1},
             "failurePolicy": {"notReadyGrace": "3s"},
-            "phases": [phase("prep", 2, 2), phase("init", 3, 3), phase("train", 4, 4),
-                       phase("check", 2, 2)],
+            "phases": [
+                phase("prep", 2, 2),
+                phase("init", 3, 3),
+                phase("train", 4, 4),
+                phase("check", 2, 2),
+            ],
         },
     }
 
@@ -73,7 +78,10 @@ class Invariants:
         for name, uid in jobs.items():
             pods = live_workers(self.core, self.namespace, uid)
             per_rank = collections.Counter(
-                (p.metadata.labels.get("phased.dev/phase"), p.metadata.labels.get("phased.dev/rank"))
+                (
+                    p.metadata.labels.get("phased.dev/phase"),
+                    p.metadata.labels.get("phased.dev/rank"),
+                )
                 for p in pods
                 if p.status.phase in ("Pending", "Running")
             )
@@ -111,7 +119,11 @@ class Invariants:
 
 
 def test_thirty_random_kills_break_no_invariant_and_the_jobs_finish(
-    operator: Operator, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any,
+    operator: Operator,
+    kubectl: lib.Kubectl,
+    core: Any,
+    namespace: str,
+    sim_node: Any,
     kubeconfig: str,
 ) -> None:
     rng = random.Random(20261129)
@@ -159,11 +171,15 @@ def test_thirty_random_kills_break_no_invariant_and_the_jobs_finish(
         assert [f["node"] for f in st["failures"]] == [failed_node]
         assert st["failures"][0].get("resumed")
         lib.wait_until(
-            lambda: set(nodes_of(core, jobs["steady"])) <= {failed_node}, 60,
+            lambda: set(nodes_of(core, jobs["steady"])) <= {failed_node},
+            60,
             message="steady's nodes released",
         )
-        lib.wait_until(lambda: not nodes_of(core, jobs["doomed"]), 60,
-                       message="the deleted job's nodes released")
+        lib.wait_until(
+            lambda: not nodes_of(core, jobs["doomed"]),
+            60,
+            message="the deleted job's nodes released",
+        )
     finally:
         release_quarantined(kubeconfig)
 
@@ -174,7 +190,8 @@ def test_the_control_plane_stopped_mid_run_costs_nothing_but_time(
     apply(kubectl, namespace, four_phases("outage", seconds=10))
     uid = get_job(kubectl, namespace, "outage")["metadata"]["uid"]
     lib.wait_until(
-        lambda: status(kubectl, namespace, "outage").get("phase") == "init", 120,
+        lambda: status(kubectl, namespace, "outage").get("phase") == "init",
+        120,
         message="the second phase",
     )
     settings = lib.cluster_settings()

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-
 from e2e import lib
 from e2e.harness import REPO, Operator
-from e2e.operator_fixtures import apply, crd, operator, status, wait_state  # noqa: F401
+from e2e.operator_fixtures import apply, status, wait_state
 from tests.api.invalid_cases import INVALID_CASES, VALID_CASES
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -32,7 +31,13 @@ def test_an_invalid_trainingjob_is_refused_with_its_message(
     case: Any, kubectl: lib.Kubectl, api_namespace: str
 ) -> None:
     result = kubectl.run(
-        "apply", "-n", api_namespace, "-f", "-", input=_placed(case.manifest, api_namespace), check=False
+        "apply",
+        "-n",
+        api_namespace,
+        "-f",
+        "-",
+        input=_placed(case.manifest, api_namespace),
+        check=False,
     )
     assert result.returncode != 0, f"accepted: {case.id}"
     assert case.api_error in result.stderr, result.stderr
@@ -47,8 +52,14 @@ def test_a_valid_trainingjob_and_every_example_is_accepted(
     manifest: dict[str, Any], kubectl: lib.Kubectl, api_namespace: str
 ) -> None:
     result = kubectl.run(
-        "apply", "--dry-run=server", "-n", api_namespace, "-f", "-",
-        input=_placed(manifest, api_namespace), check=False,
+        "apply",
+        "--dry-run=server",
+        "-n",
+        api_namespace,
+        "-f",
+        "-",
+        input=_placed(manifest, api_namespace),
+        check=False,
     )
     assert result.returncode == 0, result.stderr
 
@@ -64,8 +75,16 @@ def test_get_shows_the_columns_and_explain_documents_every_field(
     kubectl("delete", "tj", "--all", "-n", api_namespace, "--wait=false")
 
     explained = kubectl("explain", "trainingjob.spec.phases", "--recursive=false")
-    for field in ("name", "nodes", "gpuTypes", "gpusPerNode", "template", "maxDuration",
-                  "expectedDuration", "completion"):
+    for field in (
+        "name",
+        "nodes",
+        "gpuTypes",
+        "gpusPerNode",
+        "template",
+        "maxDuration",
+        "expectedDuration",
+        "completion",
+    ):
         assert f"  {field}\t" in explained or f"  {field} " in explained, field
     crd = json.loads(kubectl("get", "crd", "trainingjobs.phased.dev", "-o", "json"))
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -98,16 +117,20 @@ def test_a_spec_only_the_operator_can_judge_becomes_invalid_spec_and_others_carr
         "metadata": {"name": "sneaky"},
         "spec": {
             "template": {"image": "busybox:1.36", "env": [{"name": "PHASED_RANK", "value": "0"}]},
-            "phases": [{"name": "train", "nodes": {"min": 1, "max": 1}, "gpuTypes": ["H100"],
-                        "gpusPerNode": 8}],
+            "phases": [
+                {
+                    "name": "train",
+                    "nodes": {"min": 1, "max": 1},
+                    "gpuTypes": ["H100"],
+                    "gpusPerNode": 8,
+                }
+            ],
         },
     }
     good = json.loads(json.dumps(bad))
     good["metadata"]["name"] = "honest"
     good["spec"]["template"]["env"] = [{"name": "MY_FLAG", "value": "1"}]
-    good["spec"]["phases"][0]["template"] = {
-        "annotations": {"sim.phased.dev/succeed-after": "3s"}
-    }
+    good["spec"]["phases"][0]["template"] = {"annotations": {"sim.phased.dev/succeed-after": "3s"}}
     apply(kubectl, namespace, bad)
     apply(kubectl, namespace, good)
 
@@ -116,10 +139,18 @@ def test_a_spec_only_the_operator_can_judge_becomes_invalid_spec_and_others_carr
     assert condition["status"] == "True"
     assert "PHASED_RANK" in condition["message"]
     assert condition["observedGeneration"] >= 1
-    events = json.loads(kubectl(
-        "get", "events", "-n", namespace, "--field-selector",
-        "involvedObject.name=sneaky,type=Warning", "-o", "json",
-    ))["items"]
+    events = json.loads(
+        kubectl(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            "involvedObject.name=sneaky,type=Warning",
+            "-o",
+            "json",
+        )
+    )["items"]
     assert any(e["reason"] == "InvalidSpec" for e in events), events
     assert not core.list_node(label_selector="phased.dev/job=sneaky").items
 
@@ -127,11 +158,25 @@ def test_a_spec_only_the_operator_can_judge_becomes_invalid_spec_and_others_carr
     assert operator.alive
 
     # Fixing the spec lets the job run: the operator re-judges every new generation.
-    kubectl("patch", "tj", "sneaky", "-n", namespace, "--type=json", "-p", json.dumps([
-        {"op": "replace", "path": "/spec/template/env/0/name", "value": "MY_RANK"},
-        {"op": "add", "path": "/spec/phases/0/template",
-         "value": {"annotations": {"sim.phased.dev/succeed-after": "3s"}}},
-    ]))
+    kubectl(
+        "patch",
+        "tj",
+        "sneaky",
+        "-n",
+        namespace,
+        "--type=json",
+        "-p",
+        json.dumps(
+            [
+                {"op": "replace", "path": "/spec/template/env/0/name", "value": "MY_RANK"},
+                {
+                    "op": "add",
+                    "path": "/spec/phases/0/template",
+                    "value": {"annotations": {"sim.phased.dev/succeed-after": "3s"}},
+                },
+            ]
+        ),
+    )
     wait_state(kubectl, namespace, "sneaky", {"Succeeded"}, 120, operator)
     assert not any(
         c["type"] == "InvalidSpec" and c["status"] == "True"

@@ -11,10 +11,9 @@ from typing import Any
 
 from e2e import lib
 from e2e.harness import Operator
-from e2e.operator_fixtures import (  # noqa: F401 - fixtures
+from e2e.operator_fixtures import (
     LOGS,
     apply,
-    crd,
     get_job,
     live_workers,
     nodes_of,
@@ -33,26 +32,39 @@ def test_killing_the_leader_hands_over_to_the_standby(
         assert second.http_status("/readyz") is None, "the standby must not be serving"
         assert "waits" in Path(second.log_path).read_text()
 
-        apply(kubectl, namespace, {
-            "apiVersion": "phased.dev/v1alpha1",
-            "kind": "TrainingJob",
-            "metadata": {"name": "ha"},
-            "spec": {
-                "template": {"image": "busybox:1.36"},
-                "spares": {"count": 1},
-                "phases": [
-                    {"name": "one", "nodes": {"min": 3, "max": 3}, "gpuTypes": ["H100"],
-                     "gpusPerNode": 8,
-                     "template": {"annotations": {"sim.phased.dev/succeed-after": "25s"}}},
-                    {"name": "two", "nodes": {"min": 2, "max": 2}, "gpuTypes": ["H100"],
-                     "gpusPerNode": 8,
-                     "template": {"annotations": {"sim.phased.dev/succeed-after": "10s"}}},
-                ],
+        apply(
+            kubectl,
+            namespace,
+            {
+                "apiVersion": "phased.dev/v1alpha1",
+                "kind": "TrainingJob",
+                "metadata": {"name": "ha"},
+                "spec": {
+                    "template": {"image": "busybox:1.36"},
+                    "spares": {"count": 1},
+                    "phases": [
+                        {
+                            "name": "one",
+                            "nodes": {"min": 3, "max": 3},
+                            "gpuTypes": ["H100"],
+                            "gpusPerNode": 8,
+                            "template": {"annotations": {"sim.phased.dev/succeed-after": "25s"}},
+                        },
+                        {
+                            "name": "two",
+                            "nodes": {"min": 2, "max": 2},
+                            "gpuTypes": ["H100"],
+                            "gpusPerNode": 8,
+                            "template": {"annotations": {"sim.phased.dev/succeed-after": "10s"}},
+                        },
+                    ],
+                },
             },
-        })
+        )
         uid = get_job(kubectl, namespace, "ha")["metadata"]["uid"]
         lib.wait_until(
-            lambda: status(kubectl, namespace, "ha").get("state") == "Running", 90,
+            lambda: status(kubectl, namespace, "ha").get("state") == "Running",
+            90,
             message="the job running under the first leader",
         )
         first.kill()
@@ -65,7 +77,10 @@ def test_killing_the_leader_hands_over_to_the_standby(
         while time.monotonic() < deadline:
             st = status(kubectl, namespace, "ha")
             ranks = collections.Counter(
-                (p.metadata.labels.get("phased.dev/phase"), p.metadata.labels.get("phased.dev/rank"))
+                (
+                    p.metadata.labels.get("phased.dev/phase"),
+                    p.metadata.labels.get("phased.dev/rank"),
+                )
                 for p in live_workers(core, namespace, uid)
                 if p.status.phase in ("Pending", "Running")
             )
@@ -75,8 +90,15 @@ def test_killing_the_leader_hands_over_to_the_standby(
             time.sleep(1)
         assert st.get("state") == "Succeeded", f"{st}\n{second.tail()}"
         assert takeover < 45, f"the standby took {takeover:.0f}s to take over"
-        lease = kubectl("get", "lease", "phased-ha", "-n", namespace,
-                        "-o", "jsonpath={.spec.holderIdentity} {.spec.leaseTransitions}")
+        lease = kubectl(
+            "get",
+            "lease",
+            "phased-ha",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.spec.holderIdentity} {.spec.leaseTransitions}",
+        )
         holder, transitions = lease.split()
         assert holder.endswith(f"-{second.proc.pid}") if second.proc else False
         assert int(transitions) >= 1
