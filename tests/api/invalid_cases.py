@@ -275,6 +275,24 @@ INVALID_CASES: list[InvalidCase] = [
         "spec.phases[1].template.resources.requests.memory: String should match pattern",
         "spec.phases[1].template.resources.requests.memory in body should match",
     ),
+    InvalidCase(
+        "an annotation key is a qualified name",
+        job(_set("spec.template.annotations", {"not a key": "v"})),
+        "spec.template.annotations: annotation keys must be qualified names",
+        "annotation keys must be qualified names",
+    ),
+    InvalidCase(
+        "an annotation key's prefix has at most 253 characters",
+        job(_set("spec.phases[0].template", {"annotations": {"a" * 254 + "/x": "v"}})),
+        "spec.phases[0].template.annotations: annotation keys must be qualified names",
+        "annotation keys must be qualified names",
+    ),
+    InvalidCase(
+        "a resource name is a qualified name",
+        job(_set("spec.phases[1].template", {"resources": {"limits": {"a/b/c": "1"}}})),
+        "spec.phases[1].template.resources.limits: resource names must be qualified names",
+        "resource names must be qualified names",
+    ),
     # --- durations ---------------------------------------------------------------------------
     InvalidCase(
         "a duration is written with units, not words",
@@ -471,6 +489,19 @@ VALID_CASES: list[ValidCase] = [
             _set(
                 "spec.template.resources",
                 {"requests": {"cpu": "96", "memory": "1500Gi"}, "limits": {"cpu": "500m"}},
+            ),
+        ),
+    ),
+    ValidCase(
+        "annotation keys and resource names at their limits",
+        job(
+            _set(
+                "spec.template.annotations",
+                {"a" * 253 + "/" + "x" * 63: "v", "example.com/Run_1.2": "v", "Z": ""},
+            ),
+            _set(
+                "spec.template.resources",
+                {"requests": {"hugepages-2Mi": "1Gi", "example.com/fpga": "1"}},
             ),
         ),
     ),

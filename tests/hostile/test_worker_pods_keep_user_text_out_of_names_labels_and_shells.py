@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from phased.api.v1alpha1 import EnvVar, JobState, TrainingJobSpec, parse_spec
 from phased.core import labels
@@ -199,36 +200,39 @@ def test_the_default_settings_give_workers_no_token() -> None:
     assert WorkerPolicy().service_account == ""
 
 
-# --- known gaps: map keys in the template are not validated ----------------------------------
+# --- map keys in the template: the models refuse what the API server would refuse ------------
 
 
-def _worker_for(template: dict[str, Any]) -> Worker:
-    spec: TrainingJobSpec = parse_spec(
-        {"phases": [{"name": "train", "nodes": {"min": 1, "max": 1}}], "template": template}
-    )
+def _worker_for(template: dict[str, Any]) -> Worker | None:
+    """The worker pod for ``template``, or None when the models refuse the template (the job
+    becomes InvalidSpec and no pod is made)."""
+    try:
+        spec: TrainingJobSpec = parse_spec(
+            {"phases": [{"name": "train", "nodes": {"min": 1, "max": 1}}], "template": template}
+        )
+    except ValidationError:
+        return None
     job = JobRef(namespace="ml", name="llm", uid="0b5c2d1e-0000-4000-8000-000000000000")
     return Worker(job=job, spec=spec, phase=spec.phases[0], generation=0, rank=0, world_size=1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WorkerTemplate.annotations keys are not validated (models or CRD): any string "
-    "reaches the pod's metadata.annotations, the API server refuses the pod, and the job "
-    "retries for ever instead of becoming InvalidSpec",
-)
-@pytest.mark.parametrize("key", ["not a key", "UPPER/x", "a/b/c", "", "x" * 64, "é"])
+GOOD_KEYS = ["a" * 253 + "/" + "x" * 63, "example.com/Run_1.2", "Z", "x" * 63]
+BAD_KEYS = ["not a key", "UPPER/x", "a/b/c", "", "x" * 64, "é", "a" * 254 + "/x", "x\n", "-x"]
+
+
+@pytest.mark.parametrize("key", BAD_KEYS + GOOD_KEYS)
 def test_annotation_keys_in_the_pod_are_valid_kubernetes_keys(key: str) -> None:
-    pod = _worker_for({"image": "r.example/llm:1", "annotations": {key: "v"}}).manifest()
-    assert all(is_qualified_name(k) for k in pod["metadata"].get("annotations", {}))
+    worker = _worker_for({"image": "r.example/llm:1", "annotations": {key: "v"}})
+    assert (worker is None) == (key in BAD_KEYS)
+    if worker is not None:
+        pod = worker.manifest()
+        assert all(is_qualified_name(k) for k in pod["metadata"].get("annotations", {}))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WorkerTemplate.resources keys are not validated (models or CRD): any string "
-    "reaches the container's resources, and the API server refuses the pod",
-)
-@pytest.mark.parametrize("key", ["not a resource", "", "a/b/c", "é"])
+@pytest.mark.parametrize("key", ["not a resource", *BAD_KEYS, "cpu", "hugepages-2Mi", *GOOD_KEYS])
 def test_resource_names_in_the_pod_are_valid_kubernetes_names(key: str) -> None:
-    pod = _worker_for({"image": "r.example/llm:1", "resources": {"limits": {key: "1"}}}).manifest()
-    limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
-    assert all(is_qualified_name(k) for k in limits)
+    worker = _worker_for({"image": "r.example/llm:1", "resources": {"limits": {key: "1"}}})
+    assert (worker is None) == (key in BAD_KEYS or key == "not a resource")
+    if worker is not None:
+        limits = worker.manifest()["spec"]["containers"][0].get("resources", {}).get("limits", {})
+        assert all(is_qualified_name(k) for k in limits)

@@ -7,6 +7,7 @@ models re-check everything in the operator and in ``phased plan``.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -29,6 +30,29 @@ MAX_PHASES = 8
 MAX_NODES = 5000
 MAX_GPUS_PER_NODE = 16
 MAX_SPARES = 200
+# Annotation keys and resource names are Kubernetes qualified names: an optional DNS-1123
+# subdomain prefix of at most 253 characters and "/", then a name of at most 63 characters.
+# The CRD checks the same with CEL on the map keys (QUALIFIED_NAME_PATTERN, PREFIX_TOO_LONG;
+# "[.]", not an escaped dot, so that the text is the same in CEL and Python).
+QUALIFIED_NAME_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+PREFIX_TOO_LONG = r"^[^/]{254,}/"
+QUALIFIED_NAME_RULE = (
+    "an optional DNS subdomain prefix of at most 253 characters and '/', then a name of at "
+    "most 63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit"
+)
+_QUALIFIED_NAME = re.compile(QUALIFIED_NAME_PATTERN)
+_PREFIX_TOO_LONG = re.compile(PREFIX_TOO_LONG)
+
+
+def _qualified_names(what: str, keys: Any) -> None:
+    """Raise when a key of ``keys`` is not a Kubernetes qualified name (see above)."""
+    bad = [k for k in keys if not _QUALIFIED_NAME.fullmatch(k) or _PREFIX_TOO_LONG.match(k)]
+    if bad:
+        shown = ", ".join(repr(k[:80]) for k in sorted(bad)[:3])
+        raise ValueError(f"{what} must be qualified names ({QUALIFIED_NAME_RULE}); got {shown}")
 
 
 class GPUType(StrEnum):
@@ -129,6 +153,12 @@ class Resources(_Model):
     requests: dict[str, Quantity] = Field(default_factory=dict, max_length=16)
     limits: dict[str, Quantity] = Field(default_factory=dict, max_length=16)
 
+    @field_validator("requests", "limits")
+    @classmethod
+    def _resource_names(cls, value: dict[str, str]) -> dict[str, str]:
+        _qualified_names("resource names", value)
+        return value
+
 
 class WorkerTemplate(_Model):
     """The worker container; phase templates override the job's field by field."""
@@ -143,6 +173,12 @@ class WorkerTemplate(_Model):
     annotations: dict[str, Annotated[str, Field(max_length=1024)]] | None = Field(
         default=None, max_length=32
     )
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotation_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        _qualified_names("annotation keys", value or {})
+        return value
 
     @field_validator("env")
     @classmethod
