@@ -190,10 +190,15 @@ class WorkerTemplate(_Model):
         return value
 
     def merged_over(self, base: WorkerTemplate) -> WorkerTemplate:
-        """This template with every unset field taken from ``base``; env lists are merged."""
+        """This template with every unset field taken from ``base``; env lists are merged.
+
+        Both templates are already valid; the merge is not validated again, so the job's and
+        the phase's env (128 each) and annotations (32 each) may add up past one template's
+        bound, as the CRD allows (re-validating reported errors at no path of the spec).
+        """
         env = {e.name: e for e in (base.env or [])}
         env.update({e.name: e for e in (self.env or [])})
-        return WorkerTemplate(
+        return WorkerTemplate.model_construct(
             image=self.image or base.image,
             command=self.command if self.command is not None else base.command,
             args=self.args if self.args is not None else base.args,
