@@ -48,3 +48,8 @@ test: install lint unit ## Everything CI runs: lint, unit tests, then e2e on a f
 
 demo: install ## A local cluster, the operator, and a four-phase job to watch (with a node failure)
 	@PYTHON=$(PYTHON) $(PYTHON) e2e/demo.py
+
+.PHONY: bench
+bench: ## The offline benchmarks (fixed sizing, failure simulation); see bench/README.md
+	$(PYTHON) bench/fixed_sizing.py
+	$(PYTHON) bench/failure_sim.py
