@@ -1,0 +1,449 @@
+"""The operator at scale: 500, 1,000 and 2,000 simulated GPU nodes, 12 concurrent TrainingJobs.
+
+    python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--no-profile]
+                          [--keep-cluster] [--no-write]
+
+Starts its OWN cluster instance (``phased-bench-scale``, ports 32810-32815, its own folder
+under ``~/.cache/phased/``), never the default one, grows it from size to size (nodes are
+only added), and stops it at the end. For each size a fresh operator process
+(``e2e/harness.Operator``) runs ``--jobs`` TrainingJobs (one long-running phase of 8 workers,
+2 spares, ``notReadyGrace: 0s`` so that what is measured is the operator, not a grace), then
+``--failures`` nodes are made NotReady one after another, spread over the jobs. Reported:
+
+- reaction: the failure visible in the API (the bench sees Ready=False on the Node) -> the
+  replacement worker pod exists (median, p99), polled every 0.1 s;
+- reconcile throughput: passes/s from ``phased_reconcile_duration_seconds_count`` while idle
+  and during the failures, and the mean pass duration;
+- resident memory (VmRSS) and CPU (utime+stime from /proc/<pid>/stat) of the operator;
+- the time from start to ready (the node view synced).
+
+With profiling on (the default; ``PHASED_BENCH_PROFILE=0`` or ``--no-profile`` turns it
+off) the operator at the largest size runs under ``python -m cProfile`` and the top
+functions by cumulative and own time are printed and recorded. The hook lives here only:
+the operator's code is not changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+
+import yaml
+from e2e import lib
+from e2e.harness import CRD, Operator, metric_values
+
+from cluster.nodes import ensure_nodes
+from common import BenchCluster, median, percentile, table, write_section
+
+WORKERS = 8
+SPARES = 2
+RECONCILE = "phased_reconcile_duration_seconds"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class ProfiledOperator(Operator):
+    """The operator run as ``python -m cProfile -o FILE -m phased run ...`` (bench-only hook)."""
+
+    def __init__(self, *args: Any, profile_path: Path, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.profile_path = profile_path
+
+    def start(self, wait_ready: bool = True) -> Operator:
+        env = {
+            **os.environ,
+            "PHASED_METRICS_PORT": str(self.metrics_port),
+            "PHASED_HEALTH_PORT": str(self.health_port),
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
+        args = [sys.executable, "-m", "cProfile", "-o", str(self.profile_path)]
+        args += ["-m", "phased", "run", "--kubeconfig", self.kubeconfig]
+        if self.settings is not None:
+            args += ["--settings", str(self.settings)]
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.starts += 1
+        if wait_ready:
+            self.wait_ready(timeout=300)
+        return self
+
+
+def training_job(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "phased.dev/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {"image": "registry.k8s.io/pause:3.10"},
+            "phases": [
+                {
+                    "name": "train",
+                    "nodes": {"min": WORKERS, "max": WORKERS},
+                    "gpuTypes": ["H100"],
+                    "gpusPerNode": 8,
+                    "expectedDuration": "70d",
+                }
+            ],
+            "spares": {"count": SPARES},
+            "failurePolicy": {"notReadyGrace": "0s", "restartBudget": 1000},
+        },
+    }
+
+
+def proc_sample(pid: int) -> tuple[float, float]:
+    """(VmRSS in MiB, CPU seconds used so far) of ``pid``."""
+    rss = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / TICKS
+    return rss, cpu
+
+
+@dataclass
+class SizeResult:
+    nodes: int
+    ready_s: float = 0.0
+    reactions: list[float] = field(default_factory=list)
+    idle_passes_s: float = 0.0
+    busy_passes_s: float = 0.0
+    mean_pass_ms: float = 0.0
+    rss_mib: float = 0.0
+    rss_peak_mib: float = 0.0
+    idle_cpu_pct: float = 0.0
+    busy_cpu_pct: float = 0.0
+    missed: int = 0
+
+
+def reconcile_count(op: Operator) -> tuple[float, float]:
+    text = op.scrape()
+    return sum(metric_values(text, f"{RECONCILE}_count")), sum(
+        metric_values(text, f"{RECONCILE}_sum")
+    )
+
+
+def run_size(
+    cluster: BenchCluster,
+    core: Any,
+    kubectl: lib.Kubectl,
+    size: int,
+    jobs: int,
+    failures: int,
+    profile: Path | None,
+) -> SizeResult:
+    result = SizeResult(nodes=size)
+    created, _ = ensure_nodes(core, {"h100": size})
+    print(f"[{size}] nodes: {len(created)} created", flush=True)
+    lib.wait_until(
+        lambda: (
+            sum(
+                1
+                for n in core.list_node(label_selector="type=kwok").items
+                if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            )
+            >= size
+        ),
+        300,
+        interval=2,
+        message=f"{size} nodes Ready",
+    )
+    log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}.log"
+    log.unlink(missing_ok=True)
+    if profile is not None:
+        op: Operator = ProfiledOperator(cluster.kubeconfig, log, profile_path=profile)
+    else:
+        op = Operator(cluster.kubeconfig, log)
+    t0 = time.monotonic()
+    op.start(wait_ready=False)
+    op.wait_ready(timeout=300)
+    result.ready_s = time.monotonic() - t0
+    assert op.proc is not None
+    pid = op.proc.pid
+    ns = lib.create_namespace(core, f"bench-scale-{size}")
+    try:
+        for j in range(jobs):
+            kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(training_job(f"job-{j}")))
+
+        def running_jobs() -> int:
+            out = kubectl("get", "trainingjobs", "-n", ns, "-o", "yaml")
+            items = (yaml.safe_load(out) or {}).get("items") or []
+            return sum(
+                1
+                for i in items
+                if (i.get("status") or {}).get("state") == "Running"
+                and len((i.get("status") or {}).get("pool", {}).get("spares") or []) == SPARES
+            )
+
+        lib.wait_until(lambda: running_jobs() == jobs, 300, interval=2, message="jobs Running")
+        time.sleep(5)
+        # Idle: only resyncs and node heartbeats.
+        c0, s0 = reconcile_count(op)
+        _, cpu0 = proc_sample(pid)
+        idle = 30.0
+        time.sleep(idle)
+        c1, _ = reconcile_count(op)
+        rss, cpu1 = proc_sample(pid)
+        result.idle_passes_s = (c1 - c0) / idle
+        result.idle_cpu_pct = 100 * (cpu1 - cpu0) / idle
+        result.rss_mib = rss
+        # Failures, one after another, spread over the jobs.
+        busy_start = time.monotonic()
+        peak = rss
+        for i in range(failures):
+            job_uid = None
+            pods = [
+                p
+                for p in core.list_namespaced_pod(ns, label_selector="phased.dev/rank").items
+                if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+            ]
+            by_job: dict[str, list[Any]] = {}
+            for p in pods:
+                by_job.setdefault(p.metadata.labels["phased.dev/job-uid"], []).append(p)
+            uids = sorted(u for u, ps in by_job.items() if len(ps) == WORKERS)
+            if not uids:
+                time.sleep(1)
+                continue
+            job_uid = uids[i % len(uids)]
+            victim = sorted(by_job[job_uid], key=lambda p: p.metadata.name)[0]
+            node = victim.spec.node_name
+            before = {p.metadata.uid for p in by_job[job_uid]}
+            lib.make_node_not_ready(core, node, wait=None)
+            lib.wait_until(
+                lambda node=node: lib.node_ready(core, node) == "False", 30, interval=0.05
+            )
+            visible = time.monotonic()
+
+            def replaced(job_uid: str = job_uid, before: set[str] = before) -> bool:
+                items = core.list_namespaced_pod(
+                    ns, label_selector=f"phased.dev/job-uid={job_uid}"
+                ).items
+                return any(p.metadata.uid not in before for p in items)
+
+            try:
+                lib.wait_until(replaced, 60, interval=0.1)
+                result.reactions.append(time.monotonic() - visible)
+            except lib.WaitTimeout:
+                result.missed += 1
+            peak = max(peak, proc_sample(pid)[0])
+            lib.make_node_ready(core, node, wait=None)
+            time.sleep(1.0)
+        busy = time.monotonic() - busy_start
+        c2, s2 = reconcile_count(op)
+        rss2, cpu2 = proc_sample(pid)
+        result.busy_passes_s = (c2 - c1) / busy
+        result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
+        result.mean_pass_ms = 1000 * (s2 - s0) / max(1.0, c2 - c0)
+        result.rss_peak_mib = max(peak, rss2)
+        print(
+            f"[{size}] ready {result.ready_s:.1f}s reaction median "
+            f"{median(result.reactions):.2f}s p99 {percentile(result.reactions, 99):.2f}s "
+            f"rss {result.rss_mib:.0f}->{result.rss_peak_mib:.0f} MiB",
+            flush=True,
+        )
+        for j in range(jobs):
+            kubectl("delete", "trainingjob", f"job-{j}", "-n", ns, "--wait=false")
+        lib.wait_until(
+            lambda: (
+                not (
+                    yaml.safe_load(kubectl("get", "trainingjobs", "-n", ns, "-o", "yaml")) or {}
+                ).get("items")
+            ),
+            120,
+            interval=2,
+            message="jobs deleted",
+        )
+    finally:
+        op.stop()
+        lib.delete_namespace(core, ns)
+    # Quarantined nodes keep their marks after the job: give them back for the next size.
+    for n in core.list_node(label_selector="phased.dev/role").items:
+        core.patch_node(
+            n.metadata.name,
+            {
+                "metadata": {
+                    "labels": {k: None for k in n.metadata.labels if k.startswith("phased.dev/")},
+                    "annotations": {
+                        k: None for k in n.metadata.annotations or {} if k.startswith("phased.dev/")
+                    },
+                },
+                "spec": {
+                    "unschedulable": None,
+                    "taints": [
+                        t.to_dict()
+                        for t in n.spec.taints or []
+                        if not t.key.startswith("phased.dev/")
+                    ]
+                    or None,
+                },
+            },
+        )
+    return result
+
+
+def _find(raw: dict[Any, Any], file_part: str, func: str) -> tuple[int, float, float]:
+    """(calls, own s, cumulative s) of the function named ``func`` in a file like ``file_part``."""
+    for (file, _line, name), (_cc, nc, tt, ct, _callers) in raw.items():
+        if name == func and file_part in file:
+            return int(nc), float(tt), float(ct)
+    return 0, 0.0, 0.0
+
+
+def profile_report(path: Path, top: int = 12) -> str:
+    """Where the operator's time went: a summary of the big buckets, then its own functions."""
+    stats = pstats.Stats(str(path))
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = float(stats.total_tt)  # type: ignore[attr-defined]
+    idle = _find(raw, "", "<method 'poll' of 'select.epoll' objects>")[1]
+    busy = total - idle
+    buckets = [
+        (
+            "kopf: watch-event processing",
+            "kopf/_core/reactor/processing.py",
+            "process_resource_event",
+        ),
+        ("  of which kopf diff/essence (deepcopy)", "kopf/_cogs/configs/diffbase.py", "build"),
+        ("phased: reconcile passes", "phased/reconcile.py", "reconcile"),
+        ("  of which decide (pure core)", "phased/core/decide.py", "decide"),
+        ("    of which sizing.form_pool", "phased/core/sizing.py", "form_pool"),
+        ("    of which pools.nearest_first", "phased/core/pools.py", "nearest_first"),
+        ("  of which API calls (kube/client.py)", "phased/kube/client.py", "request"),
+        ("phased: periodic relist/resync", "phased/handlers/__init__.py", "_periodic"),
+        ("JSON decoding (all callers)", "json/decoder.py", "raw_decode"),
+    ]
+    rows = []
+    for label, file_part, func in buckets:
+        calls, own, cum = _find(raw, file_part, func)
+        value = own if func == "raw_decode" else cum
+        rows.append([label, calls, f"{value:.1f}", f"{100 * value / busy:.0f}%" if busy else "-"])
+    summary = table(["where", "calls", "seconds", "% of busy time"], rows)
+    mine = sorted(
+        ((k, v) for k, v in raw.items() if "/phased/" in k[0]),
+        key=lambda kv: kv[1][3],
+        reverse=True,
+    )
+    lines = []
+    for (file, line, name), (_cc, nc, tt, ct, _callers) in mine:
+        short = file.split("/phased/", 1)[1]
+        if name in ("<module>", "main", "run", "_run", "_guarded") or short.startswith("cli/"):
+            continue
+        lines.append([f"{short}:{line} {name}", nc, f"{tt:.1f}", f"{ct:.1f}"])
+        if len(lines) >= top:
+            break
+    funcs = table(["phased function", "calls", "own s", "cumulative s"], lines)
+    own = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)
+    hot = [
+        [f"{Path(f).name}:{ln} {n}"[:70], nc, f"{tt:.1f}"]
+        for (f, ln, n), (_cc, nc, tt, _ct, _c) in own
+        if "epoll" not in n
+    ][:8]
+    hottest = table(["own time, any code", "calls", "own s"], hot)
+    return (
+        f"Profiled {total:.0f} s of wall time: {idle:.0f} s idle in epoll, {busy:.0f} s busy "
+        f"(cumulative figures overlap; coroutine calls count resumptions).\n\n"
+        f"{summary}\n\n{funcs}\n\n{hottest}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="500,1000,2000")
+    p.add_argument("--jobs", type=int, default=12)
+    p.add_argument("--failures", type=int, default=30)
+    p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--keep-cluster", action="store_true")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    profiling = not args.no_profile and os.environ.get("PHASED_BENCH_PROFILE", "1") != "0"
+    prof_path = Path(tempfile.gettempdir()) / "phased-bench-scale.prof"
+    prof_path.unlink(missing_ok=True)
+
+    cluster = BenchCluster("scale", port_base=32810)
+    results: list[SizeResult] = []
+    try:
+        cluster.up(h100=min(sizes))
+        core = lib.core_v1(cluster.kubeconfig)
+        kubectl = lib.Kubectl(cluster.kubeconfig)
+        kubectl("apply", "-f", str(CRD))
+        kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev")
+        for size in sizes:
+            profile = prof_path if profiling and size == max(sizes) else None
+            results.append(
+                run_size(cluster, core, kubectl, size, args.jobs, args.failures, profile)
+            )
+    finally:
+        if not args.keep_cluster:
+            cluster.down()
+
+    rows = [
+        [
+            r.nodes,
+            args.jobs,
+            f"{r.ready_s:.1f}",
+            f"{len(r.reactions)}" + (f" ({r.missed} missed)" if r.missed else ""),
+            f"{median(r.reactions) * 1000:.0f}",
+            f"{percentile(r.reactions, 99) * 1000:.0f}",
+            f"{r.idle_passes_s:.2f}",
+            f"{r.busy_passes_s:.2f}",
+            f"{r.mean_pass_ms:.0f}",
+            f"{r.rss_mib:.0f}",
+            f"{r.rss_peak_mib:.0f}",
+            f"{r.idle_cpu_pct:.0f}",
+            f"{r.busy_cpu_pct:.0f}",
+        ]
+        for r in results
+    ]
+    headers = [
+        "nodes",
+        "jobs",
+        "start->ready s",
+        "failures",
+        "reaction median ms",
+        "reaction p99 ms",
+        "passes/s idle",
+        "passes/s failing",
+        "mean pass ms",
+        "RSS MiB",
+        "RSS peak MiB",
+        "CPU % idle",
+        "CPU % failing",
+    ]
+    text = table(headers, rows)
+    prof = ""
+    if profiling and prof_path.exists():
+        prof = profile_report(prof_path)
+    note = """
+Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
+pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
+is the operator's own time (with a real grace, add it). The bench polls every 0.1 s and
+each poll is a list call, so a few tens of ms of the figure are the bench's. CPU % is of one
+core. The largest size ran under cProfile (slower than without), so its figures are an
+upper bound. Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs
+(the machine is shared).
+"""
+    body = text + "\n" + note
+    if prof:
+        body += (
+            "\nProfile of the operator at the largest size (cProfile):\n\n```\n" + prof + "\n```\n"
+        )
+    print(body)
+    if not args.no_write:
+        write_section("scale", "4. Scale: 500 to 2,000 nodes, concurrent jobs", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
