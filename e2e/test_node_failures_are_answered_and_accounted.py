@@ -271,3 +271,35 @@ def test_a_deleted_node_is_replaced(
         }
         core.create_node(body)
         lib.wait_until(lambda: lib.node_ready(core, victim) == "True", 60, message="node back")
+
+
+def test_a_preemptible_spare_lends_itself_and_is_cleared_on_promotion(
+    running: Any, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any
+) -> None:
+    job = long_job("lender", 3, 1)
+    job["spec"]["spares"]["whileIdle"] = "Preemptible"
+    name, _, st = running(job)
+    spare = st["pool"]["spares"][0]
+    taints = {t.key for t in core.read_node(spare).spec.taints or []}
+    assert "phased.dev/spare" in taints and "phased.dev/pool" not in taints, taints
+
+    guest = lib.sim_pod("guest", node_selector={"kubernetes.io/hostname": spare})
+    guest["spec"]["tolerations"] = [
+        {"key": "phased.dev/spare", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    core.create_namespaced_pod(namespace, guest)
+    lib.wait_pod_phase(core, namespace, "guest", "Running", timeout=60)
+
+    victim = sim_node(sorted(st["pool"]["active"])[0])
+    lib.make_node_not_ready(core, victim, wait=None)
+
+    def promoted() -> dict[str, Any] | None:
+        s = status(kubectl, namespace, name)
+        entries = ledger_for(s, victim)
+        return s if entries and entries[0].get("resumed") else None
+
+    st = lib.wait_until(promoted, 90, message="the spare promoted")
+    assert ledger_for(st, victim)[0]["replacedBy"] == spare
+    lib.wait_pod_gone(core, namespace, "guest", timeout=60)
+    taints = {t.key for t in core.read_node(spare).spec.taints or []}
+    assert "phased.dev/pool" in taints and "phased.dev/spare" not in taints, taints

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
     JobState,
+    NodeRole,
     SpareIdlePolicy,
     TrainingJobSpec,
     parse_spec,
@@ -306,7 +307,7 @@ class Reconciler:
             entry.spec, entry.spec_error = None, format_spec_error(exc)
 
     async def _observe(self, entry: JobEntry) -> Snapshot:
-        raw_pods = await self.pod_verbs.list(
+        raw_pods = await self.pod_verbs.select(
             entry.ref.namespace, f"{labels.LABEL_JOB_UID}={entry.ref.uid}"
         )
         spec, spec_error = entry.spec, entry.spec_error
@@ -356,16 +357,17 @@ class Reconciler:
         job = entry.ref
         match action:
             case ClaimNode(node=name, resource_version=rv, role=role):
-                spare_taint = (
-                    entry.spec is not None
-                    and entry.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
+                won = await self.node_verbs.claim(
+                    name, rv, job, role, now, self._preemptible(entry)
                 )
-                won = await self.node_verbs.claim(name, rv, job, role, now, spare_taint)
                 if not won:
                     logger.info("%s: node %s was not free any more", self._label(job.uid), name)
                     self.trigger(job.uid, 0.1)
             case SetNodeRole(node=name, role=role):
-                await self.node_verbs.set_role(name, job, role)
+                preemptible = self._preemptible(entry)
+                await self.node_verbs.set_role(name, job, role, preemptible)
+                if preemptible and role == NodeRole.ACTIVE:
+                    await self._evict_guests(job, name)
             case ReleaseNode(node=name):
                 await self.node_verbs.release(name, job)
             case QuarantineNode():
@@ -391,6 +393,28 @@ class Reconciler:
                 entry.service_ok = True
             case _:
                 logger.error("unknown action %r", action)
+
+    @staticmethod
+    def _preemptible(entry: JobEntry) -> bool:
+        return (
+            entry.spec is not None and entry.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
+        )
+
+    async def _evict_guests(self, job: JobRef, node: str) -> None:
+        """A Preemptible spare becomes active: the pods that borrowed it must leave now."""
+        for pod in await self.pod_verbs.on_node(node):
+            meta = pod.get("metadata") or {}
+            if (meta.get("labels") or {}).get(labels.LABEL_JOB_UID) == job.uid:
+                continue
+            if (meta.get("ownerReferences") or [{}])[0].get("kind") == "DaemonSet":
+                continue  # node agents stay: they tolerate everything anyway
+            logger.info(
+                "evicting %s/%s from promoted spare %s",
+                meta.get("namespace"),
+                meta.get("name"),
+                node,
+            )
+            await self.pod_verbs.delete(str(meta.get("namespace")), str(meta.get("name")))
 
     async def _write_status(self, entry: JobEntry, snapshot: Snapshot, plan: Plan) -> None:
         before, after = snapshot.status, plan.status

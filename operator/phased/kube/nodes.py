@@ -43,6 +43,14 @@ def _without(taints: list[JSON], *keys: str) -> list[JSON]:
     return [t for t in taints if t.get("key") not in keys]
 
 
+def _role_taints(taints: list[JSON], uid: str, role: NodeRole, spare_taint: bool) -> list[JSON]:
+    """The node's taints for ``role``: the pool taint keeps everyone else off; a Preemptible
+    spare carries the spare taint instead, which other workloads may choose to tolerate."""
+    kept = _without(taints, labels.TAINT_POOL, labels.TAINT_SPARE)
+    key = labels.TAINT_SPARE if spare_taint and role == NodeRole.SPARE else labels.TAINT_POOL
+    return [*kept, {"key": key, "value": uid, "effect": "NoSchedule"}]
+
+
 def is_claimable(node: JSON) -> bool:
     """Free for a claim: no owner, not cordoned, not quarantined."""
     meta_labels = _labels(node)
@@ -120,8 +128,7 @@ class NodeVerbs:
             if resource_version and node["metadata"]["resourceVersion"] != resource_version:
                 # Changed since the decision: let the next reconcile judge it afresh.
                 return None
-            taints = _without(_taints(node), labels.TAINT_POOL, labels.TAINT_SPARE)
-            taints.append({"key": labels.TAINT_POOL, "value": job.uid, "effect": "NoSchedule"})
+            taints = _role_taints(_taints(node), job.uid, role, spare_taint)
             return {
                 "metadata": {
                     "labels": {
@@ -138,13 +145,19 @@ class NodeVerbs:
         result = await self._update(name, mutate)
         return result is not None and _owner(result) == job.uid
 
-    async def set_role(self, name: str, job: JobRef, role: NodeRole) -> bool:
+    async def set_role(
+        self, name: str, job: JobRef, role: NodeRole, spare_taint: bool = False
+    ) -> bool:
         def mutate(node: JSON) -> JSON | None:
             if _owner(node) != job.uid:
                 return None
-            if _labels(node).get(labels.LABEL_ROLE) == role.value:
+            taints = _role_taints(_taints(node), job.uid, role, spare_taint)
+            if _labels(node).get(labels.LABEL_ROLE) == role.value and taints == _taints(node):
                 return None
-            return {"metadata": {"labels": {labels.LABEL_ROLE: role.value}}}
+            return {
+                "metadata": {"labels": {labels.LABEL_ROLE: role.value}},
+                "spec": {"taints": taints},
+            }
 
         return await self._update(name, mutate) is not None
 

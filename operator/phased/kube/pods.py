@@ -13,13 +13,25 @@ class PodVerbs:
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
 
-    async def list(self, namespace: str, label_selector: str) -> list[JSON]:
+    async def select(self, namespace: str, label_selector: str) -> list[JSON]:
         data = await self._kube.request(
             "list",
             "GET",
             f"/api/v1/namespaces/{namespace}/pods",
             resource="pods",
             query={"labelSelector": label_selector},
+        )
+        items: list[JSON] = data.get("items") or []
+        return items
+
+    async def on_node(self, node: str) -> list[JSON]:
+        """Every pod bound to ``node``, in any namespace."""
+        data = await self._kube.request(
+            "list",
+            "GET",
+            "/api/v1/pods",
+            resource="pods",
+            query={"fieldSelector": f"spec.nodeName={node}"},
         )
         items: list[JSON] = data.get("items") or []
         return items
