@@ -13,9 +13,10 @@ CLUSTER_RULES = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
     ("", "events"): {"create"},
     ("phased.dev", "trainingjobs"): {"get", "list", "watch", "patch"},
-    ("phased.dev", "trainingjobs/status"): {"get", "patch"},
+    ("phased.dev", "trainingjobs/status"): {"patch"},
+    ("phased.dev", "trainingjobs/finalizers"): {"update"},
     ("", "nodes"): {"get", "list", "watch", "patch"},
-    ("", "pods"): {"get", "list", "watch", "create", "delete"},
+    ("", "pods"): {"list", "watch", "create", "delete"},
     ("", "services"): {"get", "create"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}

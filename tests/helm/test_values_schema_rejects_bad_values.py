@@ -16,7 +16,8 @@ DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 
 # (what is set, the path helm names, a fragment of its message)
 BAD = [
-    ({"replicaCount": 2}, "/replicaCount", "maximum"),
+    ({"replicaCount": 6}, "/replicaCount", "maximum"),
+    ({"replicaCount": 2}, "/leaderElection/enabled", "must be true"),
     ({"replicaCount": "one"}, "/replicaCount", "want integer"),
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy", "Always"),
     ({"settings": {"currency": "euro"}}, "/settings/currency", "does not match"),
