@@ -7,17 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from phased.core.model import JobRef, NodeCondition, NodeInfo, PodInfo, PodPhase, Taint
+from phased.core.times import parse_time as _parse_time
 
 _QUANTITY = re.compile(r"^([0-9]+)(\.[0-9]+)?([a-zA-Z]*)$")
 
 
 def parse_time(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return _parse_time(value) if isinstance(value, str) else None
 
 
 def whole_units(value: Any) -> int:

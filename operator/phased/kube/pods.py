@@ -88,15 +88,3 @@ class PodVerbs:
                 return False
             raise
         return True
-
-    async def service_exists(self, namespace: str, name: str) -> bool:
-        try:
-            await self._kube.request(
-                "get",
-                "GET",
-                f"/api/v1/namespaces/{namespace}/services/{name}",
-                resource="services",
-            )
-        except NotFound:
-            return False
-        return True
