@@ -5,6 +5,7 @@ the metrics agree with the cluster, and at the end every node is given back."""
 
 from __future__ import annotations
 
+import collections
 import time
 from typing import Any
 
@@ -165,6 +166,31 @@ def test_spares_are_refilled_after_a_swap(
         assert sorted(n for n, r in held.items() if r == "spare") == sorted(st["pool"]["spares"])
         workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"]
         assert {p.spec.node_name for p in workers} == set(st["pool"]["active"])
+
+        # The scrape agrees with the cluster: nodes by role as labelled, one failure counted.
+        def scrape_agrees() -> bool:
+            scrape = operator.scrape()
+            by_role = {
+                role: sum(
+                    metric_values(
+                        scrape,
+                        "phased_job_nodes",
+                        namespace=namespace,
+                        trainingjob="refill",
+                        role=role,
+                    )
+                )
+                for role in ("active", "spare", "quarantined")
+            }
+            labelled = collections.Counter(nodes_of(core, uid).values())
+            failures = sum(
+                metric_values(
+                    scrape, "phased_job_failures_total", namespace=namespace, trainingjob="refill"
+                )
+            )
+            return by_role == {r: float(labelled.get(r, 0)) for r in by_role} and failures == 1
+
+        lib.wait_until(scrape_agrees, 30, message="metrics matching the labelled nodes")
     finally:
         kubectl("delete", "trainingjob", "refill", "-n", namespace, "--wait=false")
         lib.wait_until(
