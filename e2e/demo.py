@@ -133,19 +133,18 @@ def main() -> int:
     kubectl("apply", "-f", str(CRD))
     kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
     kubectl("create", "namespace", NAMESPACE, check=False)
-    kubectl(
-        "delete",
-        "trainingjob",
-        "--all",
-        "-n",
-        NAMESPACE,
-        "--wait=true",
-        "--timeout=120s",
-        check=False,
-    )
-
     log = Path(os.environ.get("PHASED_DEMO_LOG", "/tmp/phased-demo-operator.log"))
     operator = Operator(kubeconfig(), log).start()
+    # A job left by an earlier demo: the operator releases its nodes and lets it go; a node
+    # that demo quarantined is given back, as a person would after looking at it.
+    kubectl("delete", "trainingjob", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    quarantined = kubectl("get", "nodes", "-l", "phased.dev/role=quarantined", "-o", "name")
+    names = [line.removeprefix("node/") for line in quarantined.split()]
+    if names:
+        subprocess.run(
+            [sys.executable, "-m", "phased", "release-node", "--kubeconfig", kubeconfig(), *names],
+            check=True,
+        )
     print(f"operator running (log: {log}); applying {EXAMPLE.relative_to(REPO)}")
     kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLE))
     name = kubectl.json("get", "-n", NAMESPACE, "-f", str(EXAMPLE))["metadata"]["name"]

@@ -223,8 +223,10 @@ class Reconciler:
         entry = self.jobs.get(uid)
         if entry is None:
             return
-        due = time.monotonic() + delay
-        if entry.timer is not None and not entry.timer.cancelled() and entry.timer_due <= due:
+        now = time.monotonic()
+        due = now + delay
+        pending = entry.timer is not None and not entry.timer.cancelled() and entry.timer_due > now
+        if pending and entry.timer_due <= due:
             return  # an earlier look is already planned
         if entry.timer is not None:
             entry.timer.cancel()
