@@ -146,6 +146,7 @@ class Reconciler:
         self._resync = parse_duration(settings.resync_interval)
         self.passes = 0
         self.last_pass_at = time.monotonic()
+        self._closing = False
 
     # -- triggers -----------------------------------------------------------------------------
 
@@ -206,6 +207,8 @@ class Reconciler:
             self.trigger(uid)
 
     def trigger(self, uid: str, delay: float = 0.0) -> None:
+        if self._closing:
+            return
         if delay > 0:
             self._schedule(uid, delay)
             return
@@ -499,8 +502,13 @@ class Reconciler:
         return released
 
     async def drain(self) -> None:
-        """Wait for the passes in flight (used at shutdown and in tests)."""
-        while self._tasks:
+        """At shutdown: take no new triggers, drop the planned looks, finish the passes in
+        flight (a pass cut short is harmless, but a finished one saves the next start work)."""
+        self._closing = True
+        for entry in self.jobs.values():
+            if entry.timer is not None:
+                entry.timer.cancel()
+        if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
 
