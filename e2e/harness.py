@@ -58,6 +58,10 @@ class Operator:
             "PHASED_METRICS_PORT": str(self.metrics_port),
             "PHASED_HEALTH_PORT": str(self.health_port),
             "PYTHONUNBUFFERED": "1",
+            # Run this checkout's operator, whichever copy of the package is installed.
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(REPO / "operator"), os.environ.get("PYTHONPATH", "")) if p
+            ),
             **self.env,
         }
         args = [sys.executable, "-m", "phased", "run", "--kubeconfig", self.kubeconfig]
