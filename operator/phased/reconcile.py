@@ -110,6 +110,7 @@ class JobEntry:
     timer: asyncio.TimerHandle | None = None
     timer_due: float = 0.0
     rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
+    failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
 
 
 @dataclass
@@ -240,15 +241,19 @@ class Reconciler:
         async with self._slots:
             self._queue.pending.discard(uid)
             self._queue.running.add(uid)
-            failures = 0
             try:
                 while True:
                     self._queue.dirty.discard(uid)
                     ok = await self._guarded(uid)
-                    failures = 0 if ok else failures + 1
+                    entry = self.jobs.get(uid)
+                    if entry is not None:
+                        entry.failed_passes = 0 if ok else entry.failed_passes + 1
                     if not ok:
-                        # Back off with jitter; a later event may still wake the job sooner.
-                        self.trigger(uid, min(30.0, 0.5 * 2**failures) * (0.5 + random.random()))  # noqa: S311
+                        # Back off exponentially with jitter, up to 30 s; an event may still
+                        # wake the job sooner.
+                        tries = entry.failed_passes if entry is not None else 1
+                        delay = min(30.0, 0.25 * 2 ** min(tries, 8))
+                        self.trigger(uid, delay * (0.5 + random.random()))  # noqa: S311
                         break
                     if uid not in self._queue.dirty:
                         break
