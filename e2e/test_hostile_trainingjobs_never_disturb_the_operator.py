@@ -13,7 +13,7 @@ import pytest
 from e2e import lib
 from e2e.harness import Operator
 from e2e.operator_fixtures import apply, status, wait_state
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from tests.hostile.strategies import hostile_spec_dicts, odd_text, valid_spec_dicts
 
@@ -45,6 +45,7 @@ def _finite(value: Any) -> bool:
     database=None,
     suppress_health_check=list(HealthCheck),
 )
+@seed(20261129)
 @given(
     spec=st.one_of(hostile_spec_dicts(odd_text), valid_spec_dicts()).filter(_finite),
     index=st.integers(0, 10**6),
