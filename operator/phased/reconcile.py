@@ -435,7 +435,8 @@ class Reconciler:
             return
         if entry.ref.deleting and plan.finished:
             return  # the object is about to go; nothing left to report
-        written = await self.job_verbs.patch_status(entry.ref.namespace, entry.ref.name, new)
+        patch = _with_deletions(new, entry.raw.get("status") or {})
+        written = await self.job_verbs.patch_status(entry.ref.namespace, entry.ref.name, patch)
         entry.last_status_write = time.monotonic()
         if written is not None:
             entry.own_resource_version = str(written["metadata"]["resourceVersion"])
@@ -515,6 +516,21 @@ class Reconciler:
                 entry.timer.cancel()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _with_deletions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch from ``old`` to ``new``: a key gone from a mapping is sent as null (a
+    merge patch leaves absent keys alone); lists are replaced whole, as merge patches do."""
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            patch[key] = _with_deletions(value, before)
+        else:
+            patch[key] = value
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    return patch
 
 
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:
