@@ -219,6 +219,10 @@ def training_job() -> dict[str, Any]:
                 "restartScope": "Gang",
                 "restartBudget": 1000,
                 "interruptionBudget": "2h",
+                # The trials fail a node every few seconds, one after the other: 3 in a pool
+                # of 10 within the default 5-minute window would (rightly) trip the breaker,
+                # which stops automatic action. Each trial is one independent failure here.
+                "massFailure": {"maxFailedPercent": 100, "window": "1m"},
             },
         },
     }

@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     prof = ""
     if profiling and prof_path.exists():
         prof = profile_report(prof_path)
-    note = """
+    note = f"""
 Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
 pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
 is the operator's own time (with a real grace, add it). The bench polls every 0.1 s and
