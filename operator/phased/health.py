@@ -61,3 +61,31 @@ class HealthServer:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+class StandbyHealth:
+    """What a replica waiting for the leader Lease answers: alive (so the kubelet does not
+    restart it), not ready (it reconciles nothing)."""
+
+    def __init__(self, port: int, host: str = "0.0.0.0") -> None:  # noqa: S104
+        self._port, self._host = port, host
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        async def alive(_: web.Request) -> web.Response:
+            return web.Response(text="standby\n")
+
+        async def not_ready(_: web.Request) -> web.Response:
+            return web.Response(status=503, text="standby: another replica leads\n")
+
+        app = web.Application()
+        app.router.add_get("/healthz", alive)
+        app.router.add_get("/readyz", not_ready)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self._host, self._port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -122,13 +122,17 @@ async def _operate(settings: Settings, args: argparse.Namespace, namespaces: lis
     if not args.leader_elect:
         await _serve(settings, kubeconfig, namespaces)
         return
+    from phased.health import StandbyHealth
     from phased.kube.client import KubeClient
     from phased.kube.lease import LeaderLost, LeaseElector
 
     kube = await KubeClient.connect(kubeconfig)
     identity = f"{socket.gethostname()}-{os.getpid()}"
     elector = LeaseElector(kube, args.lease_namespace, args.lease_name, identity)
+    standby = StandbyHealth(settings.health_port)
+    await standby.start()
     await elector.acquire()
+    await standby.stop()  # the leader's own health server takes the port
     serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces))
     keeping = asyncio.create_task(elector.keep())
     done, _ = await asyncio.wait({serving, keeping}, return_when=asyncio.FIRST_COMPLETED)
