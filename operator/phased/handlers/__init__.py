@@ -50,6 +50,9 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
             # A start-up failure (bad kubeconfig, a port in use) will not fix itself: stop.
             raise kopf.PermanentError(f"cannot start: {exc}") from exc
         holder["r"] = reconciler
+        if reconciler.settings.node_selector:
+            # Filter Nodes on the server: at thousands of nodes, the watch is the main cost.
+            settings.watching.label_selectors["", "v1", "nodes"] = reconciler.settings.node_selector
         await reconciler.relist_jobs()
         await reconciler.relist_nodes()
         background.append(asyncio.create_task(_periodic(reconciler)))
