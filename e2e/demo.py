@@ -21,51 +21,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from e2e import lib
 from e2e.harness import CRD, REPO, Operator
+from e2e.operator_fixtures import release_quarantined
 
 EXAMPLE = REPO / "examples" / "small.yaml"
 NAMESPACE = "demo"
 CLEAR = "\033[H\033[2J"
 
 
-def kubeconfig() -> str:
-    out = subprocess.run(
-        ["bash", "-c", f"source {REPO}/e2e/cluster/versions.sh && echo $PHASED_KUBECONFIG"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
-
-
-def kubectl_path() -> str:
-    out = subprocess.run(
-        ["bash", "-c", f"source {REPO}/e2e/cluster/versions.sh && echo $PHASED_BIN_K8S/kubectl"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
-
-
-class Kubectl:
-    def __init__(self, binary: str, config: str) -> None:
-        self.binary, self.config = binary, config
-
-    def __call__(self, *args: str, check: bool = True, stdin: str | None = None) -> str:
-        result = subprocess.run(
-            [self.binary, "--kubeconfig", self.config, *args],
-            capture_output=True,
-            text=True,
-            input=stdin,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
-        return result.stdout
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "-o", "json"))
+def get_json(kubectl: lib.Kubectl, *args: str) -> Any:
+    return json.loads(kubectl(*args, "-o", "json"))
 
 
 def view(job: dict[str, Any], pods: list[dict[str, Any]], started: float, note: str) -> str:
@@ -129,35 +95,30 @@ def main() -> int:
     args = parser.parse_args()
 
     subprocess.run(["bash", str(REPO / "e2e" / "cluster" / "up.sh")], check=True)
-    kubectl = Kubectl(kubectl_path(), kubeconfig())
+    config = lib.kubeconfig_path()
+    kubectl = lib.Kubectl(config)
     kubectl("apply", "-f", str(CRD))
     kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
-    kubectl("create", "namespace", NAMESPACE, check=False)
+    kubectl.run("create", "namespace", NAMESPACE, check=False)
     log = Path(os.environ.get("PHASED_DEMO_LOG", "/tmp/phased-demo-operator.log"))
-    operator = Operator(kubeconfig(), log).start()
+    operator = Operator(config, log).start()
     # A job left by an earlier demo: the operator releases its nodes and lets it go; a node
     # that demo quarantined is given back, as a person would after looking at it.
     kubectl("delete", "trainingjob", "--all", "-n", NAMESPACE, "--wait=true", "--timeout=120s")
-    quarantined = kubectl("get", "nodes", "-l", "phased.dev/role=quarantined", "-o", "name")
-    names = [line.removeprefix("node/") for line in quarantined.split()]
-    if names:
-        subprocess.run(
-            [sys.executable, "-m", "phased", "release-node", "--kubeconfig", kubeconfig(), *names],
-            check=True,
-        )
+    release_quarantined(config)
     print(f"operator running (log: {log}); applying {EXAMPLE.relative_to(REPO)}")
     kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLE))
-    name = kubectl.json("get", "-n", NAMESPACE, "-f", str(EXAMPLE))["metadata"]["name"]
+    name = get_json(kubectl, "get", "-n", NAMESPACE, "-f", str(EXAMPLE))["metadata"]["name"]
 
     started = time.monotonic()
     failed_node = ""
     note = "waiting for the first phase"
     try:
         while time.monotonic() - started < args.timeout:
-            job = kubectl.json("get", "trainingjob", name, "-n", NAMESPACE)
-            pods = kubectl.json("get", "pods", "-n", NAMESPACE, "-l", f"phased.dev/job={name}")[
-                "items"
-            ]
+            job = get_json(kubectl, "get", "trainingjob", name, "-n", NAMESPACE)
+            pods = get_json(
+                kubectl, "get", "pods", "-n", NAMESPACE, "-l", f"phased.dev/job={name}"
+            )["items"]
             status = job.get("status") or {}
             active = (status.get("pool") or {}).get("active", [])
             if (
@@ -182,7 +143,7 @@ def main() -> int:
     finally:
         operator.stop()
         if failed_node:
-            kubectl("annotate", "node", failed_node, "sim.phased.dev/not-ready-", check=False)
+            kubectl.run("annotate", "node", failed_node, "sim.phased.dev/not-ready-", check=False)
 
     status = job.get("status") or {}
     accounting = status.get("accounting") or {}
@@ -195,7 +156,7 @@ def main() -> int:
     )
     print(
         "The cluster is still up: `kubectl --kubeconfig",
-        kubeconfig(),
+        config,
         "get tj -A`; stop it with `make cluster-down`.",
     )
     return 0 if status.get("state") == "Succeeded" else 1

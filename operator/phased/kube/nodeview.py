@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from phased.core import labels
 from phased.core.model import NodeInfo
 from phased.kube.convert import node_from_raw
 
@@ -73,9 +72,6 @@ class NodeView:
 
     def names(self) -> frozenset[str]:
         return frozenset(self._nodes)
-
-    def owned_by(self, uid: str) -> list[NodeInfo]:
-        return [n for n in self._nodes.values() if n.labels.get(labels.LABEL_JOB_UID) == uid]
 
 
 def _newer(current: str, incoming: str) -> bool:
