@@ -5,7 +5,7 @@ from dataclasses import replace
 from phased.api.v1alpha1 import FailureRecord, JobState, NodeRole, PhaseState, TrainingJobStatus
 from phased.core import labels
 from phased.core.decide import decide
-from phased.core.model import CreatePod, PodPhase
+from phased.core.model import CreatePod, PodPhase, SetNodeRole
 from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_quarantine
 from phased.core.times import format_time
 from tests.core.builders import (
@@ -106,3 +106,20 @@ def test_a_rank_whose_create_was_lost_is_created_alone():
     )
     assert [c.manifest["metadata"]["name"] for c in of_type(plan, CreatePod)] == ["llm-train-g0-2"]
     assert plan.status.restarts == 0
+
+
+def test_a_crash_between_quarantine_and_promotion_still_promotes_and_restarts():
+    """The cordon and the pod deletion happened, the promotion and the status write did not:
+    the rebuilt entry's swap is finished on the next pass, not left with a pending rank."""
+    held = [owned(node("a00"), NodeRole.ACTIVE), owned(node("a01"), NodeRole.ACTIVE)]
+    held += [owned(node("s00"), NodeRole.SPARE), _quarantined("q0", at(-20))]
+    pods = [pod(f"llm-train-g0-{i}", "train", i, world=3, node_name=f"a0{i}") for i in range(2)]
+    status = TrainingJobStatus(phase="train", world_size=3, state=JobState.RUNNING)
+    the_spec = spec(phase("train", 3, 3), spares=1)
+    plan = decide(snapshot(the_spec, held, pods, status, service_exists=True), SETTINGS, T0)
+    promoted = [a for a in of_type(plan, SetNodeRole) if a.role == NodeRole.ACTIVE]
+    assert [a.node for a in promoted] == ["s00"]
+    assert plan.status.restart_generation == 1  # the gang restarts, with the spare in it
+    assert len(of_type(plan, CreatePod)) == 3
+    entry = next(f for f in plan.status.failures if f.node == "q0")
+    assert entry.replaced_by == "s00"

@@ -294,6 +294,12 @@ def tend_generation(draft: Draft) -> None:
         return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
+    if losses.missing and _swap_interrupted(draft):
+        # A failure is open and no spare has replaced its node yet: the missing rank's pod
+        # was deleted with the node before a crash, not lost between creates. Answer it
+        # as the failure it is: promote and restart.
+        losses.vanished.extend(losses.missing)
+        losses.missing.clear()
     if losses.missing:
         _replace_ranks(draft, pods, losses.missing, world)
     if not losses.restart_needed:
@@ -325,6 +331,11 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _swap_interrupted(draft: Draft) -> bool:
+    """A ledger entry has no replacement and no resumption: its swap did not finish."""
+    return any(e.replaced_by is None and e.resumed is None for e in draft.ledger)
 
 
 def _why(losses: Losses) -> str:
