@@ -227,6 +227,24 @@ class _JobStatusCollector:
                 "Seconds a phase spent waiting for enough free matching nodes.",
                 [*_JOB, "phase"],
             ),
+            "lost_work": _counter(
+                f"{p}_job_lost_work_seconds",
+                "Training time lost to failures so far: for each failure, the time from the "
+                "last reported checkpoint to its detection (work the restart redoes). Only "
+                "for jobs whose workers report checkpoints.",
+                _JOB,
+            ),
+            "checkpoint_time": _gauge(
+                f"{p}_job_last_checkpoint_timestamp_seconds",
+                "Unix time of the last checkpoint a phase's workers reported; time() minus "
+                "this is the checkpoint's age.",
+                [*_JOB, "phase"],
+            ),
+            "checkpoint_step": _gauge(
+                f"{p}_job_last_checkpoint_step",
+                "Training step of the last checkpoint a phase's workers reported.",
+                [*_JOB, "phase"],
+            ),
             "phase_duration": _gauge(
                 f"{p}_job_phase_duration_seconds",
                 "How long a phase ran: from its start to its end, or to the last accounting "
@@ -281,6 +299,8 @@ class _JobStatusCollector:
             job, max(status.accounting.estimated_remaining_cost, 0.0)
         )
         families["interruption"].add_metric(job, max(status.interruption.used_seconds, 0.0))
+        lost = sum(max(f.lost_work_seconds or 0.0, 0.0) for f in status.failures)
+        families["lost_work"].add_metric(job, lost)
         families["budget"].add_metric(job, max(status.interruption.budget_seconds, 0.0))
 
 
@@ -302,6 +322,11 @@ def _add_phase(
         [*labels, gpu], max(record.busy_gpu_hours, 0.0) * 3600.0
     )
     families["cost"].add_metric(labels, max(record.cost, 0.0))
+    checkpoint = record.last_checkpoint
+    moment = _instant(checkpoint.time.replace("Z", "+00:00")) if checkpoint else None
+    if checkpoint is not None and moment is not None:
+        families["checkpoint_time"].add_metric(labels, moment.timestamp())
+        families["checkpoint_step"].add_metric(labels, float(max(checkpoint.step, 0)))
     families["waiting"].add_metric(labels, max(record.waiting_seconds, 0.0))
     duration = _seconds_between(record.start_time, record.end_time or accounted_at)
     if duration is not None:
@@ -374,6 +399,13 @@ class Metrics:
             f"{p}_api_errors",
             "Failed Kubernetes API calls, by verb and resource.",
             ["verb", "resource"],
+            registry=registry,
+        )
+        self.reports = Counter(
+            f"{p}_checkpoint_reports",
+            "Reports workers sent to the report endpoint, by kind (checkpoint, progress, "
+            "other) and result (recorded, unauthorized, invalid, unavailable).",
+            ["kind", "result"],
             registry=registry,
         )
         self.last_event = Gauge(
@@ -506,6 +538,10 @@ class Metrics:
     def api_error(self, verb: str, resource: str) -> None:
         """Count a failed API call; ``verb`` and ``resource`` are the code's own constants."""
         self.api_errors.labels(verb, resource).inc()
+
+    def report_received(self, kind: str, result: str) -> None:
+        kind = kind if kind in ("checkpoint", "progress") else "other"
+        self.reports.labels(kind, result).inc()
 
     def event_seen(self, now: float) -> None:
         self.last_event.set(now)

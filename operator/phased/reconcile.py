@@ -34,7 +34,7 @@ from phased.api.v1alpha1 import (
     parse_spec,
     parse_status,
 )
-from phased.core import labels
+from phased.core import labels, reports
 from phased.core.decide import decide
 from phased.core.model import (
     Action,
@@ -43,6 +43,8 @@ from phased.core.model import (
     CreatePod,
     DeletePod,
     EmitEvent,
+    EnsureClaim,
+    EnsureSecret,
     EnsureService,
     JobRef,
     NodeInfo,
@@ -107,6 +109,9 @@ class JobEntry:
     last_status_write: float = 0.0
     own_resource_version: str = ""
     service_ok: bool = False
+    report_secret_ok: bool = False
+    claim_ok: bool = False
+    report_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
     timer_due: float = 0.0
     rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
@@ -129,6 +134,7 @@ class Reconciler:
         *,
         clock: Clock = utcnow,
         concurrency: int = 8,
+        report_key: bytes | None = None,
     ) -> None:
         self.kube = kube
         self.settings = settings
@@ -148,6 +154,7 @@ class Reconciler:
         self.passes = 0
         self.last_pass_at = time.monotonic()
         self._closing = False
+        self.report_key = report_key
 
     # -- triggers -----------------------------------------------------------------------------
 
@@ -324,10 +331,19 @@ class Reconciler:
         if entry.rejected is not None and entry.rejected[0] == entry.ref.generation:
             # The API refused what this spec makes: only a new generation can fix it.
             spec, spec_error = None, entry.rejected[1]
+        annotations = (entry.raw.get("metadata") or {}).get("annotations") or {}
+        token = None
+        if self.report_key is not None:
+            ref = entry.ref
+            token = reports.report_token(self.report_key, ref.namespace, ref.name, ref.uid)
         return Snapshot(
             job=entry.ref,
             spec=spec,
             spec_error=spec_error,
+            reports=reports.decode(annotations.get(reports.ANNOTATION_REPORTS)),
+            report_token=token,
+            report_secret_exists=entry.report_secret_ok,
+            claim_exists=entry.claim_ok,
             status=parse_status(entry.raw.get("status")),
             nodes=self.nodes.all(),
             pods=tuple(pod_from_raw(p) for p in raw_pods),
@@ -396,11 +412,17 @@ class Reconciler:
                     entry.rejected = (job.generation, why)
                     self.trigger(job.uid, 0.1)
                     raise
-            case DeletePod(name=name, force=force):
-                await self.pod_verbs.delete(job.namespace, name, force=force)
+            case DeletePod(name=name, force=force, grace_seconds=grace):
+                await self.pod_verbs.delete(job.namespace, name, force=force, grace_seconds=grace)
             case EnsureService(manifest=manifest):
                 await self.pod_verbs.ensure_service(job.namespace, manifest)
                 entry.service_ok = True
+            case EnsureSecret(manifest=manifest):
+                await self.pod_verbs.ensure_secret(job.namespace, manifest)
+                entry.report_secret_ok = True
+            case EnsureClaim(manifest=manifest):
+                await self.pod_verbs.ensure_claim(job.namespace, manifest)
+                entry.claim_ok = True
             case _:
                 logger.error("unknown action %r", action)
 
@@ -458,6 +480,53 @@ class Reconciler:
         self.metrics.observe_job(
             entry.ref.namespace, entry.ref.name, snapshot.status, after, gpus, running
         )
+
+    # -- worker reports ------------------------------------------------------------------------
+
+    def job_uid(self, namespace: str, name: str) -> str | None:
+        """The UID of the job called ``name`` in ``namespace``, from the watched jobs."""
+        for uid, entry in self.jobs.items():
+            if entry.ref.namespace == namespace and entry.ref.name == name:
+                return uid
+        return None
+
+    def job_spec(self, uid: str) -> TrainingJobSpec | None:
+        entry = self.jobs.get(uid)
+        if entry is None:
+            return None
+        self._parse_spec(entry)
+        return entry.spec
+
+    async def record_report(self, uid: str, report: reports.Report) -> bool:
+        """Write ``report`` into the job's report annotation; True once it is in the cluster.
+
+        Read-merge-write guarded by the job's resourceVersion (a status write in between
+        makes it try again), one report of a job at a time. The watch event of the write
+        wakes the reconciler, which folds the report into the status.
+        """
+        entry = self.jobs.get(uid)
+        if entry is None:
+            return False
+        async with entry.report_lock:
+            for _ in range(8):
+                raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
+                meta = (raw or {}).get("metadata") or {}
+                if raw is None or meta.get("uid") != uid:
+                    return False
+                old = (meta.get("annotations") or {}).get(reports.ANNOTATION_REPORTS)
+                value = reports.encode(reports.merge(reports.decode(old), report))
+                written = await self.job_verbs.set_annotation(
+                    entry.ref.namespace,
+                    entry.ref.name,
+                    reports.ANNOTATION_REPORTS,
+                    value,
+                    str(meta.get("resourceVersion", "")),
+                )
+                if written:
+                    self.trigger(uid)
+                    return True
+                await asyncio.sleep(0.05 * (0.5 + random.random()))  # noqa: S311 - jitter
+        raise KubeError(409, "Conflict", "the job kept changing", "patch", "trainingjobs")
 
     # -- periodic work ---------------------------------------------------------------------------
 

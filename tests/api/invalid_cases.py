@@ -360,6 +360,66 @@ INVALID_CASES: list[InvalidCase] = [
         'spec.failurePolicy.restartScope: Unsupported value: "Node"',
     ),
     InvalidCase(
+        "a worker-scope restart needs a launcher a lost rank can rejoin",
+        job(_set("spec.failurePolicy", {"restartScope": "Worker"})),
+        "failurePolicy.restartScope Worker needs a launcher a lost rank can rejoin",
+        "failurePolicy.restartScope Worker needs a launcher a lost rank can rejoin",
+    ),
+    InvalidCase(
+        "a worker-scope restart under torchrun needs its elastic rendezvous",
+        job(
+            _set("spec.failurePolicy", {"restartScope": "Worker"}),
+            _set("spec.launcher", {"type": "torchrun"}),
+        ),
+        "launcher.type torchrun with launcher.elastic true",
+        "launcher.type torchrun with launcher.elastic true",
+    ),
+    InvalidCase(
+        "survivors get at most an hour to stop",
+        job(_set("spec.failurePolicy", {"survivorGracePeriod": "2h"})),
+        "failurePolicy.survivorGracePeriod must be at most 1h",
+        "failurePolicy.survivorGracePeriod must be at most 1h",
+    ),
+    InvalidCase(
+        "the launcher is plain or torchrun",
+        job(_set("spec.launcher", {"type": "mpirun"})),
+        "spec.launcher.type: Input should be 'plain' or 'torchrun'",
+        'spec.launcher.type: Unsupported value: "mpirun"',
+    ),
+    # --- checkpoints ---------------------------------------------------------------------------
+    InvalidCase(
+        "a checkpoint volume is an existing claim or a new one, not both",
+        job(_set("spec.checkpoint", {"volume": {"claimName": "ckpt", "size": "1Ti"}})),
+        "checkpoint.volume needs exactly one of claimName",
+        "checkpoint.volume needs exactly one of claimName",
+    ),
+    InvalidCase(
+        "a checkpoint volume names its claim or its size",
+        job(_set("spec.checkpoint", {"volume": {"accessMode": "ReadWriteOnce"}})),
+        "checkpoint.volume needs exactly one of claimName",
+        "checkpoint.volume needs exactly one of claimName",
+    ),
+    InvalidCase(
+        "a storage class is only for a claim Phased creates",
+        job(
+            _set("spec.checkpoint", {"volume": {"claimName": "ckpt", "storageClassName": "fast"}})
+        ),
+        "checkpoint.volume.storageClassName is only for a claim Phased creates",
+        "checkpoint.volume.storageClassName is only for a claim Phased creates",
+    ),
+    InvalidCase(
+        "the final checkpoint is awaited at most a day",
+        job(_set("spec.checkpoint", {"report": True, "finalTimeout": "2d"})),
+        "checkpoint.finalTimeout must be at most 1d",
+        "checkpoint.finalTimeout must be at most 1d",
+    ),
+    InvalidCase(
+        "the checkpoint claim is named as Kubernetes names claims",
+        job(_set("spec.checkpoint", {"volume": {"claimName": "Ckpt_1"}})),
+        "spec.checkpoint.volume.claimName: String should match pattern",
+        "spec.checkpoint.volume.claimName: Invalid value",
+    ),
+    InvalidCase(
         "the restart budget is bounded",
         job(_set("spec.failurePolicy", {"restartBudget": 10001})),
         "spec.failurePolicy.restartBudget: Input should be less than or equal to 10000",
@@ -483,6 +543,21 @@ VALID_CASES: list[ValidCase] = [
                     "nodeReturn": "ReturnToSpares",
                     "massFailure": {"maxFailedPercent": 100, "window": "1m"},
                     "gpuFaultConditions": [],
+                    "survivorGracePeriod": "1h",
+                },
+            ),
+            _set("spec.launcher", {"type": "torchrun", "elastic": True}),
+            _set(
+                "spec.checkpoint",
+                {
+                    "interval": "30m",
+                    "report": True,
+                    "finalTimeout": "1d",
+                    "volume": {
+                        "size": "2Ti",
+                        "storageClassName": "fast.nfs",
+                        "accessMode": "ReadWriteOnce",
+                    },
                 },
             ),
             _set("spec.priority", -1000),
@@ -491,6 +566,10 @@ VALID_CASES: list[ValidCase] = [
                 {"requests": {"cpu": "96", "memory": "1500Gi"}, "limits": {"cpu": "500m"}},
             ),
         ),
+    ),
+    ValidCase(
+        "an existing checkpoint claim",
+        job(_set("spec.checkpoint", {"volume": {"claimName": "team-a.checkpoints"}})),
     ),
     ValidCase(
         "annotation keys and resource names at their limits",

@@ -28,7 +28,9 @@ def _snap(scope="Gang", budget=3, used=0):
         pool={"active": ["a0", "a1", "a2"]},
     )
     the_spec = spec(
-        phase("train", 3, 3), failurePolicy={"restartScope": scope, "restartBudget": budget}
+        phase("train", 3, 3),
+        failurePolicy={"restartScope": scope, "restartBudget": budget},
+        launcher={"type": "torchrun", "elastic": scope == "Worker"},
     )
     return snapshot(the_spec, held, pods, status)
 

@@ -286,7 +286,17 @@ def valid_spec_dicts(draw: st.DrawFn) -> dict[str, Any]:
         spec["checkpoint"] = {
             "interval": draw(st.sampled_from(["1m", "60s", "1h", "999999d"])),
             "path": "/" + draw(user_text)[:1000],
+            "report": draw(st.booleans()),
+            "finalTimeout": draw(st.sampled_from(["0s", "10m", "1d"])),
         }
+        if draw(st.booleans()):
+            spec["checkpoint"]["volume"] = draw(
+                st.sampled_from(
+                    [{"claimName": "ckpt"}, {"size": "1Ti", "storageClassName": "nfs"}, {"size": "5"}]
+                )
+            )
+    if draw(st.booleans()) or spec.get("failurePolicy", {}).get("restartScope") == "Worker":
+        spec["launcher"] = {"type": "torchrun", "elastic": True}
     if draw(st.booleans()):
         spec["priority"] = draw(st.integers(-1000, 1000))
     return spec

@@ -31,6 +31,8 @@ from phased.core.model import (
     CreatePod,
     DeletePod,
     EmitEvent,
+    EnsureClaim,
+    EnsureSecret,
     EnsureService,
     JobRef,
     Plan,
@@ -296,6 +298,10 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             metadata = action.manifest["metadata"]
             assert is_dns_label(metadata["name"]) and metadata["name"] not in pods
             assert metadata["labels"][labels.LABEL_JOB_UID] == snapshot.job.uid
+        elif isinstance(action, EnsureClaim | EnsureSecret):
+            metadata = action.manifest["metadata"]
+            assert metadata["namespace"] == snapshot.job.namespace
+            assert metadata["ownerReferences"][0]["uid"] == snapshot.job.uid
         else:
             assert isinstance(action, EmitEvent | EnsureService)
     if plan.requeue_after is not None:

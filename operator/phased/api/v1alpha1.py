@@ -70,6 +70,13 @@ class RestartScope(StrEnum):
     WORKER = "Worker"  # only the lost rank is recreated
 
 
+class LauncherType(StrEnum):
+    """How the worker command is started; decides whether a lost rank can rejoin."""
+
+    PLAIN = "plain"  # the command runs as written
+    TORCHRUN = "torchrun"  # the command is a torchrun launch (rendezvous through the Service)
+
+
 class NodeReturnPolicy(StrEnum):
     """What happens to a quarantined node that becomes healthy again."""
 
@@ -117,6 +124,13 @@ class NodeRole(StrEnum):
     QUARANTINED = "quarantined"
 
 
+class AccessMode(StrEnum):
+    """How the checkpoint claim Phased creates may be mounted."""
+
+    READ_WRITE_MANY = "ReadWriteMany"  # every worker on its own node mounts it (the usual case)
+    READ_WRITE_ONCE = "ReadWriteOnce"  # one node: only for single-node phases
+
+
 class FailureReason(StrEnum):
     """Why a node was taken out of a pool (the ``reason`` of a ledger entry)."""
 
@@ -127,6 +141,11 @@ class FailureReason(StrEnum):
     WORKER_FAILED = "WorkerFailed"
 
 
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+WORKER_SCOPE_RULE = (
+    "failurePolicy.restartScope Worker needs a launcher a lost rank can rejoin: "
+    "launcher.type torchrun with launcher.elastic true (otherwise use Gang)"
+)
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, min_length=2, max_length=32)]
 Quantity = Annotated[
     str, Field(pattern=r"^[0-9]+(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i)?$", max_length=64)
@@ -293,11 +312,54 @@ class FailurePolicy(_Model):
     node_return: NodeReturnPolicy = NodeReturnPolicy.QUARANTINE
     healthy_before_return: Duration = "10m"
     mass_failure: MassFailure = Field(default_factory=MassFailure)
+    # A gang restart stops the survivors with this grace (SIGTERM, then SIGKILL); workers on
+    # a dead node are deleted at once. At most 1h.
+    survivor_grace_period: Duration = "30s"
+
+
+class Launcher(_Model):
+    """The launcher the worker command uses (only what restart decisions need)."""
+
+    type: LauncherType = LauncherType.PLAIN
+    # torchrun with an elastic rendezvous (--rdzv-backend=c10d, --nnodes=MIN:MAX): a rank
+    # replaced on its own can rejoin the running workers.
+    elastic: bool = False
+
+
+class CheckpointVolume(_Model):
+    """The job's checkpoint storage: an existing claim, or a claim Phased creates."""
+
+    claim_name: str | None = Field(
+        default=None, min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN
+    )
+    size: Quantity | None = None
+    storage_class_name: str | None = Field(
+        default=None, min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN
+    )
+    access_mode: AccessMode = AccessMode.READ_WRITE_MANY
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CheckpointVolume:
+        if (self.claim_name is None) == (self.size is None):
+            raise ValueError(
+                "checkpoint.volume needs exactly one of claimName (an existing claim) or "
+                "size (a claim Phased creates)"
+            )
+        if self.claim_name is not None and self.storage_class_name is not None:
+            raise ValueError(
+                "checkpoint.volume.storageClassName is only for a claim Phased creates (size)"
+            )
+        return self
 
 
 class Checkpoint(_Model):
     interval: Duration = "1h"
     path: str = Field(default="/checkpoints", min_length=1, max_length=1024, pattern=r"^/")
+    volume: CheckpointVolume | None = None
+    # Workers report each completed checkpoint to the operator (see docs/api.md).
+    report: bool = False
+    # How long a phase whose workers succeeded waits for their final checkpoint report.
+    final_timeout: Duration = "10m"
 
 
 class TrainingJobSpec(_Model):
@@ -306,6 +368,7 @@ class TrainingJobSpec(_Model):
     spares: Spares = Field(default_factory=Spares)
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    launcher: Launcher = Field(default_factory=Launcher)
     priority: int = Field(default=0, ge=-1000, le=1000)
 
     @model_validator(mode="after")
@@ -326,7 +389,18 @@ class TrainingJobSpec(_Model):
                 raise ValueError(f"failurePolicy.{to_camel(field)} must be at most 1d, got {value}")
         if parse_duration(self.checkpoint.interval) < 60:
             raise ValueError("checkpoint.interval must be at least 1m")
+        if parse_duration(self.checkpoint.final_timeout) > 86400:
+            raise ValueError("checkpoint.finalTimeout must be at most 1d")
+        if parse_duration(self.failure_policy.survivor_grace_period) > 3600:
+            raise ValueError("failurePolicy.survivorGracePeriod must be at most 1h")
+        if self.failure_policy.restart_scope == RestartScope.WORKER and not self.can_rejoin:
+            raise ValueError(WORKER_SCOPE_RULE)
         return self
+
+    @property
+    def can_rejoin(self) -> bool:
+        """A rank restarted on its own can rejoin the others (torchrun, elastic rendezvous)."""
+        return self.launcher.type == LauncherType.TORCHRUN and self.launcher.elastic
 
     def worker_template(self, phase: Phase) -> WorkerTemplate:
         """The phase's worker template over the job's defaults."""
@@ -371,6 +445,28 @@ class PhaseRecord(_Status):
     busy_gpu_hours: float = 0.0  # GPUs that ran a Running worker
     cost: float = 0.0
     waiting_seconds: float = 0.0
+    last_checkpoint: CheckpointRecord | None = None
+    last_progress: ProgressRecord | None = None
+    # When the workers met the completion rule while the final checkpoint was still due.
+    completed_workers_at: str | None = None
+
+
+class CheckpointRecord(_Status):
+    """A checkpoint a worker reported as complete."""
+
+    step: int
+    time: str  # when the operator received the report
+    path: str = ""
+    generation: int = 0  # the restart generation that wrote it
+    final: bool = False  # the phase's last checkpoint (reported with final: true)
+
+
+class ProgressRecord(_Status):
+    """The latest training step a worker reported."""
+
+    step: int
+    time: str
+    generation: int = 0
 
 
 class FailureRecord(_Status):
@@ -387,6 +483,11 @@ class FailureRecord(_Status):
     replaced: str | None = None
     resumed: str | None = None
     interruption_seconds: float = 0.0
+    generation: int | None = None  # the restart generation the failure interrupted
+    # With checkpoint reports: training time since the last checkpoint before detection
+    # (redone after the restart), and the step the next generation resumes from.
+    lost_work_seconds: float | None = None
+    resume_step: int | None = None
 
 
 class Suspect(_Status):

@@ -68,6 +68,26 @@ def read_settings(path: str | None) -> Settings:
     return load_settings(text, os.environ)
 
 
+MIN_REPORT_KEY = 32
+
+
+def read_report_key(settings: Settings) -> bytes | None:
+    """The key that signs the jobs' report tokens (``reports.keyFile``); None: no endpoint."""
+    path = settings.reports.key_file
+    if not path:
+        return None
+    try:
+        key = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise SettingsError(f"cannot read reports.keyFile {path}: {exc.strerror}") from exc
+    if len(key) < MIN_REPORT_KEY:
+        raise SettingsError(
+            f"reports.keyFile {path} holds {len(key)} bytes; the report key needs at least "
+            f"{MIN_REPORT_KEY} (e.g. head -c 48 /dev/urandom | base64)"
+        )
+    return key
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -77,15 +97,22 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         settings = read_settings(args.settings)
+        report_key = read_report_key(settings)
     except SettingsError as exc:
         print(f"phased: {exc}", file=sys.stderr)
         return 2
-    for what, port in (("metrics", settings.metrics_port), ("health", settings.health_port)):
+    ports = [
+        ("metrics", settings.metrics_port, "PHASED_METRICS_PORT", "metricsPort"),
+        ("health", settings.health_port, "PHASED_HEALTH_PORT", "healthPort"),
+    ]
+    if report_key is not None:
+        ports.append(("report", settings.reports.port, "PHASED_REPORT_PORT", "reports.port"))
+    for what, port, var, key in ports:
         problem = _port_problem(port)
         if problem:
             print(
                 f"phased: the {what} port {port} is {problem}; choose another with "
-                f"PHASED_{what.upper()}_PORT or the settings key {what}Port",
+                f"{var} or the settings key {key}",
                 file=sys.stderr,
             )
             return 2
@@ -95,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         os.environ["KUBECONFIG"] = args.kubeconfig
     try:
-        asyncio.run(_operate(settings, args, list(args.namespace)))
+        asyncio.run(_operate(settings, args, list(args.namespace), report_key))
     except KeyboardInterrupt:
         return 0
     except Exception as exc:
@@ -117,10 +144,12 @@ def _port_problem(port: int) -> str:
     return ""
 
 
-async def _operate(settings: Settings, args: argparse.Namespace, namespaces: list[str]) -> None:
+async def _operate(
+    settings: Settings, args: argparse.Namespace, namespaces: list[str], report_key: bytes | None
+) -> None:
     kubeconfig: str | None = args.kubeconfig
     if not args.leader_elect:
-        await _serve(settings, kubeconfig, namespaces)
+        await _serve(settings, kubeconfig, namespaces, report_key)
         return
     from phased.health import StandbyHealth
     from phased.kube.client import KubeClient
@@ -133,7 +162,7 @@ async def _operate(settings: Settings, args: argparse.Namespace, namespaces: lis
     await standby.start()
     await elector.acquire()
     await standby.stop()  # the leader's own health server takes the port
-    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces))
+    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces, report_key))
     keeping = asyncio.create_task(elector.keep())
     done, _ = await asyncio.wait({serving, keeping}, return_when=asyncio.FIRST_COMPLETED)
     if keeping in done:
@@ -150,10 +179,13 @@ async def _operate(settings: Settings, args: argparse.Namespace, namespaces: lis
     serving.result()
 
 
-async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:
+async def _serve(
+    settings: Settings, kubeconfig: str | None, namespaces: list[str], report_key: bytes | None
+) -> None:
     import kopf
     from prometheus_client import CollectorRegistry, start_http_server
 
+    from phased.endpoint import ReportEndpoint
     from phased.handlers import build_registry
     from phased.health import HealthServer
     from phased.kube.client import KubeClient
@@ -167,10 +199,15 @@ async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[st
         metrics = Metrics.create(registry)
         start_http_server(settings.metrics_port, registry=registry)
         kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error)
-        reconciler = Reconciler(kube, settings, metrics)
+        reconciler = Reconciler(kube, settings, metrics, report_key=report_key)
         health = HealthServer(reconciler, settings.health_port)
         await health.start()
         state.update(kube=kube, health=health, reconciler=reconciler)
+        if report_key is not None:
+            endpoint = ReportEndpoint(reconciler, report_key, settings.reports.port, metrics)
+            await endpoint.start()
+            state["endpoint"] = endpoint
+            logger.info("checkpoint reports on :%d", settings.reports.port)
         logger.info(
             "phased started: metrics on :%d/metrics, health on :%d/healthz",
             settings.metrics_port,
@@ -181,6 +218,8 @@ async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[st
     async def stop() -> None:
         if "reconciler" in state:
             await state["reconciler"].drain()
+        if "endpoint" in state:
+            await state["endpoint"].stop()
         if "health" in state:
             await state["health"].stop()
         if "kube" in state:

@@ -22,6 +22,7 @@ class ConditionType(StrEnum):
     MASS_FAILURE = "MassFailure"
     SPARES_EXHAUSTED = "SparesExhausted"
     INTERRUPTION_BUDGET_EXCEEDED = "InterruptionBudgetExceeded"
+    CHECKPOINT_STALE = "CheckpointStale"
     FAILED = "Failed"
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from phased.api.v1alpha1 import JobState, NodeRole, PhaseState, TrainingJobStatus
-from phased.core import accounting
+from phased.core import accounting, checkpoints
 from phased.core.conditions import ConditionType, set_condition
 from phased.core.draft import WARNING, Draft
 from phased.core.model import CreatePod, DeletePod, EmitEvent, Plan, PodPhase, ReleaseNode, Snapshot
@@ -67,11 +67,13 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     draft = Draft.for_snapshot(snapshot, spec, settings, now)
     _start(draft)
     recover_ledger(draft)
+    checkpoints.fold_reports(draft)
     if draft.status.state in TERMINAL:
         _account(draft)
         return _finish(draft, finished=settle(draft))
     derive_position(draft)
     _account(draft)
+    checkpoints.prepare(draft)
     if timed_out(draft):
         fail(
             draft,
@@ -80,6 +82,8 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         )
         return _finish(draft, finished=settle(draft))
     while phase_complete(draft):
+        if checkpoints.final_checkpoint_due(draft):
+            break
         advance(draft)
         if draft.status.state in TERMINAL:
             return _finish(draft, finished=settle(draft))
@@ -90,6 +94,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         return _finish(draft, finished=settle(draft))
     return_healed(draft, type_key)
     size_and_start(draft, type_key)
+    checkpoints.check_staleness(draft)
     return _finish(draft)
 
 
@@ -145,7 +150,22 @@ _ZERO = accounting.Slice(0.0, 0.0, 0.0, 0.0)
 
 
 def _mark_resumed(draft: Draft) -> None:
-    """Open failures end when every worker of the running generation is Running again."""
+    """Open failures end when every worker of the running generation is Running again or,
+    when workers report checkpoints, at the first report of a worker started after them."""
+    if checkpoints.reporting(draft):
+        for i, entry in enumerate(draft.ledger):
+            if entry.resumed is not None or entry.cordoned is None:
+                continue
+            resumed = checkpoints.resumed_at(draft, entry)
+            if resumed is not None:
+                start = parse_time(entry.detected) or resumed
+                draft.ledger[i] = entry.model_copy(
+                    update={
+                        "resumed": format_time(resumed),
+                        "interruption_seconds": seconds_between(start, resumed),
+                    }
+                )
+        return
     touched = any(_is_pod_action(a) for a in draft.actions)
     pods = live(generation_pods(draft))
     world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
@@ -249,6 +269,8 @@ def _message(draft: Draft, state: JobState) -> str:
                 return cond.message
     if state == JobState.RECOVERING:
         return f"phase {phase}: recovering from node failure"
+    if draft.awaiting_final:
+        return f"phase {phase}: workers done, waiting for their final checkpoint"
     if state == JobState.RUNNING:
         return f"phase {phase} running on {draft.status.world_size} nodes"
     return f"phase {phase}: preparing the pool"

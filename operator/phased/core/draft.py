@@ -55,6 +55,7 @@ class Draft:
     waiting: bool = False
     breaker_nodes: set[str] = field(default_factory=set)  # failed, but held by the breaker
     suspect_nodes: set[str] = field(default_factory=set)
+    awaiting_final: bool = False  # the phase's workers are done; its final checkpoint is due
 
     @classmethod
     def for_snapshot(

@@ -15,6 +15,7 @@ from typing import Any
 
 from phased.api.v1alpha1 import NodeRole, TrainingJobSpec, TrainingJobStatus
 from phased.core import labels
+from phased.core.reports import ReportStore
 
 # ---------------------------------------------------------------------------------------------
 # Observed state
@@ -160,6 +161,10 @@ class Snapshot:
     service_exists: bool = False
     waiting: tuple[Claimant, ...] = ()  # other jobs waiting for capacity
     known_node_names: frozenset[str] | None = None  # None: the node view is not synced yet
+    reports: ReportStore = field(default_factory=ReportStore)  # from the job's annotation
+    report_token: str | None = None  # the job's report token; None: the operator has no key
+    report_secret_exists: bool = False  # the token's Secret was ensured by this operator
+    claim_exists: bool = False  # the checkpoint claim was ensured by this operator
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +224,21 @@ class DeletePod:
     name: str
     force: bool = False  # grace period 0: the node's kubelet is gone
     reason: str = ""
+    grace_seconds: int | None = None  # None: the pod's own terminationGracePeriodSeconds
+
+
+@dataclass(frozen=True)
+class EnsureSecret:
+    """Create the Secret unless it exists (never read back, never updated)."""
+
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EnsureClaim:
+    """Create the PersistentVolumeClaim unless it exists."""
+
+    manifest: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -242,6 +262,8 @@ Action = (
     | CreatePod
     | DeletePod
     | EnsureService
+    | EnsureSecret
+    | EnsureClaim
     | EmitEvent
 )
 

@@ -39,7 +39,7 @@ from phased.api.v1alpha1 import (
     NodeRole,
     RestartScope,
 )
-from phased.core import labels
+from phased.core import checkpoints, labels
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.failure import Failure, breaker, choose_spare, detect, healthy_since
@@ -153,6 +153,7 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             detected=format_time(failure.detected),
             cordoned=format_time(draft.now),
             resumed=format_time(failure.detected) if spare else None,
+            **({} if spare else checkpoints.lost_work(draft, failure.detected)),
         )
     )
     if gone:
@@ -248,11 +249,18 @@ def _count_restart(draft: Draft, worker_fault: bool) -> bool:
 
 
 def gang_restart(draft: Draft, why: str) -> None:
-    """Stop every worker of the phase; the next generation is created by sizing."""
+    """Stop every worker of the phase; the next generation is created by sizing.
+
+    Workers on a lost node were already deleted with no grace (their kubelet is gone); the
+    survivors get ``survivorGracePeriod`` to stop. The next generation is created in the same
+    pass: the scheduler binds each new worker as soon as its node's GPUs are free, so a
+    survivor still terminating delays only the worker that needs its node.
+    """
     old = draft.status.restart_generation
+    grace = parse_duration(draft.spec.failure_policy.survivor_grace_period)
     for pod in live(draft.phase_pods()):
         if pod.generation <= old:
-            draft.act(DeletePod(pod.name, reason=f"gang restart: {why}"))
+            draft.act(DeletePod(pod.name, reason=f"gang restart: {why}", grace_seconds=grace))
     draft.set(restart_generation=old + 1)
     draft.event(
         NORMAL,
@@ -276,6 +284,7 @@ def _replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: i
             attempt=attempt,
             resource=gpu_resource(draft.record.gpu_type or "", draft.settings),
             service_account=draft.settings.workers.service_account,
+            **checkpoints.worker_options(draft),
         )
         draft.act(CreatePod(manifest=worker.manifest()))
 

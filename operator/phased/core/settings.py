@@ -72,6 +72,19 @@ def _default_gpu_types() -> dict[GPUType, GPUTypeSettings]:
     }
 
 
+class ReportSettings(_Model):
+    """The endpoint workers report checkpoints to (``checkpoint.report: true``)."""
+
+    port: int = Field(default=8082, ge=1, le=65535)
+    # The address workers use, e.g. http://phased-reports.phased-system.svc:8082 (the chart
+    # sets it); empty: jobs that ask for reports are InvalidSpec.
+    url: str = Field(default="", max_length=512, pattern=r"^(https?://[^\s/]+(/[^\s]*)?)?$")
+    # A file holding the key that signs every job's report token (at least 32 bytes; the
+    # chart mounts it from a Secret). Empty: no endpoint, and jobs that ask for reports are
+    # InvalidSpec. Every replica must read the same key.
+    key_file: str = ""
+
+
 class Settings(_Model):
     gpu_types: dict[GPUType, GPUTypeSettings] = Field(default_factory=_default_gpu_types)
     cpu: CPUSettings = Field(default_factory=CPUSettings)
@@ -85,6 +98,7 @@ class Settings(_Model):
     health_port: int = Field(default=8081, ge=1, le=65535)
     # A label selector limiting which Nodes the operator watches (empty: all).
     node_selector: str = ""
+    reports: ReportSettings = Field(default_factory=ReportSettings)
 
     def gpu_resources(self) -> set[str]:
         return {g.resource for g in self.gpu_types.values()}
@@ -112,6 +126,15 @@ def load_settings(text: str | None = None, env: Mapping[str, str] | None = None)
     for var, key in overrides.items():
         if var in env:
             data[key] = env[var]
+    report_overrides = {
+        "PHASED_REPORT_PORT": "port",
+        "PHASED_REPORT_URL": "url",
+        "PHASED_REPORT_KEY_FILE": "keyFile",
+    }
+    for var, key in report_overrides.items():
+        if var in env:
+            reports = data.get("reports")
+            data["reports"] = {**(reports if isinstance(reports, dict) else {}), key: env[var]}
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:

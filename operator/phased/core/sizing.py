@@ -18,6 +18,7 @@ tells other jobs' reconcilers; a job not first in line for the type gives its no
 from __future__ import annotations
 
 from phased.api.v1alpha1 import JobState, NodeRole, PhaseState
+from phased.core import checkpoints
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.model import (
@@ -196,6 +197,7 @@ def start_generation(draft: Draft, type_key: str) -> bool:
     world = len(actives)
     gen = draft.status.restart_generation
     resource = gpu_resource(type_key, draft.settings)
+    options = checkpoints.worker_options(draft)
     for rank in range(world):
         worker = Worker(
             job=draft.snap.job,
@@ -206,6 +208,7 @@ def start_generation(draft: Draft, type_key: str) -> bool:
             world_size=world,
             resource=resource,
             service_account=draft.settings.workers.service_account,
+            **options,
         )
         draft.act(CreatePod(manifest=worker.manifest()))
     draft.set(world_size=world)

@@ -3,7 +3,9 @@
 * every GPU type a phase accepts must be defined in the operator's settings;
 * worker images must start with one of ``settings.workers.allowed_image_prefixes`` (when set);
 * a template may not set an environment variable Phased sets itself (``PHASED_*``, and the
-  torch-style ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
+  torch-style ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``);
+* ``checkpoint.report`` needs the operator's report endpoint (``reports.url`` and
+  ``reports.keyFile`` in its settings).
 
 Privileged containers and hostPath volumes cannot be asked for yet (the template has no such
 fields), so ``allow_privileged`` / ``allow_host_path`` have nothing to check.
@@ -41,4 +43,9 @@ def spec_problems(spec: TrainingJobSpec, settings: Settings) -> list[str]:
                 f"phase {phase.name!r} sets {', '.join(reserved)} in env: Phased sets these "
                 "itself; rename them"
             )
+    if spec.checkpoint.report and not (settings.reports.url and settings.reports.key_file):
+        problems.append(
+            "checkpoint.report is true but this operator has no report endpoint (its settings "
+            "need reports.url and reports.keyFile): ask the cluster admin, or set report false"
+        )
     return problems

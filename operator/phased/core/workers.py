@@ -19,6 +19,13 @@ phase can find the one before), ``PHASED_CHECKPOINT_DIR`` (``<root>/<phase>``: w
 phase writes and resumes from), ``PHASED_CHECKPOINT_INTERVAL_SECONDS``, and the torch-style
 ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``. A template may not set any of
 these names (nor any other ``PHASED_*``): the job becomes InvalidSpec.
+
+Checkpoints (see :mod:`phased.core.checkpoints`): ``PHASED_ATTEMPT`` (the replacement number
+of the rank within its generation); with ``checkpoint.volume`` the claim is mounted at
+``checkpoint.path``; with ``checkpoint.report`` the report-token Secret is mounted read-only
+at ``REPORT_MOUNT`` and ``PHASED_REPORT_URL`` / ``PHASED_REPORT_TOKEN_FILE`` tell the worker
+helper (``phased_worker``) where to report; when the phase has a reported checkpoint,
+``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from.
 """
 
 from __future__ import annotations
@@ -28,7 +35,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from phased.api.durations import parse_duration
-from phased.api.v1alpha1 import API_VERSION, KIND, NodeRole, Phase, TrainingJobSpec, WorkerTemplate
+from phased.api.v1alpha1 import (
+    API_VERSION,
+    KIND,
+    CheckpointRecord,
+    NodeRole,
+    Phase,
+    TrainingJobSpec,
+    WorkerTemplate,
+)
 from phased.core import labels
 from phased.core.model import JobRef
 
@@ -37,6 +52,10 @@ MAX_NAME = 63
 CONTAINER_NAME = "worker"
 TORCH_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 RESERVED_PREFIX = "PHASED_"
+CHECKPOINT_VOLUME = "phased-checkpoints"
+REPORT_VOLUME = "phased-report"
+REPORT_MOUNT = "/var/run/phased/report"
+TOKEN_KEY = "token"  # noqa: S105 - the key inside the Secret, not a token
 
 
 def reserved_env_names(template: WorkerTemplate) -> list[str]:
@@ -116,6 +135,10 @@ class Worker:
     attempt: int = 0
     resource: str | None = None  # the GPU resource; None for a CPU phase
     service_account: str = ""
+    claim: str | None = None  # the checkpoint claim, mounted at checkpoint.path
+    report_url: str | None = None  # set when the job's workers report checkpoints
+    report_secret: str | None = None  # the Secret holding the report token
+    resume: CheckpointRecord | None = None  # the checkpoint a new worker resumes from
 
     @property
     def name(self) -> str:
@@ -159,11 +182,18 @@ class Worker:
             "PHASED_CHECKPOINT_INTERVAL_SECONDS": str(
                 parse_duration(self.spec.checkpoint.interval)
             ),
+            "PHASED_ATTEMPT": str(self.attempt),
             "RANK": str(self.rank),
             "WORLD_SIZE": str(self.world_size),
             "MASTER_ADDR": self.master_addr,
             "MASTER_PORT": str(MASTER_PORT),
         }
+        if self.resume is not None:
+            ours["PHASED_RESUME_FROM"] = self.resume.path
+            ours["PHASED_RESUME_STEP"] = str(self.resume.step)
+        if self.report_url is not None and self.report_secret is not None:
+            ours["PHASED_REPORT_URL"] = self.report_url
+            ours["PHASED_REPORT_TOKEN_FILE"] = f"{REPORT_MOUNT}/{TOKEN_KEY}"
         template = self.spec.worker_template(self.phase)
         theirs = [
             {"name": e.name, "value": e.value} for e in template.env or [] if e.name not in ours
@@ -199,7 +229,34 @@ class Worker:
         resources = self.resources()
         if resources:
             container["resources"] = resources
+        mounts = [{"name": v["name"], **m} for v, m in self._volumes()]
+        if mounts:
+            container["volumeMounts"] = mounts
         return container
+
+    def _volumes(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(volume, mount) pairs for the checkpoint claim and the report token."""
+        out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        if self.claim is not None:
+            out.append(
+                (
+                    {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": self.claim}},
+                    {"mountPath": self.spec.checkpoint.path},
+                )
+            )
+        if self.report_url is not None and self.report_secret is not None:
+            secret = {
+                "secretName": self.report_secret,
+                "defaultMode": 0o444,
+                "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}],
+            }
+            out.append(
+                (
+                    {"name": REPORT_VOLUME, "secret": secret},
+                    {"mountPath": REPORT_MOUNT, "readOnly": True},
+                )
+            )
+        return out
 
     def affinity(self) -> dict[str, Any]:
         node_affinity = {
@@ -261,6 +318,9 @@ class Worker:
             "affinity": self.affinity(),
             "containers": [self.container()],
         }
+        volumes = [v for v, _ in self._volumes()]
+        if volumes:
+            spec["volumes"] = volumes
         if self.service_account:
             spec["serviceAccountName"] = self.service_account
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

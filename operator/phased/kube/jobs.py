@@ -46,6 +46,25 @@ class JobVerbs:
         except NotFound:
             return None
 
+    async def set_annotation(
+        self, namespace: str, name: str, key: str, value: str, resource_version: str
+    ) -> bool:
+        """Set one annotation if the job is still at ``resource_version``; False if it moved."""
+        try:
+            await self._kube.request(
+                "patch",
+                "PATCH",
+                _path(namespace, name),
+                resource=PLURAL,
+                body={
+                    "metadata": {"annotations": {key: value}, "resourceVersion": resource_version}
+                },
+                content_type=MERGE_PATCH,
+            )
+        except Conflict:
+            return False
+        return True
+
     async def set_finalizer(self, job: JSON, present: bool) -> bool:
         """Add or remove our finalizer, guarded by resourceVersion; False if the job moved on."""
         meta = job.get("metadata") or {}

@@ -52,8 +52,11 @@ class PodVerbs:
             raise
         return True
 
-    async def delete(self, namespace: str, name: str, *, force: bool = False) -> bool:
-        """Delete a pod; with ``force`` skip the grace period (its kubelet is gone)."""
+    async def delete(
+        self, namespace: str, name: str, *, force: bool = False, grace_seconds: int | None = None
+    ) -> bool:
+        """Delete a pod; with ``force`` skip the grace period (its kubelet is gone), else
+        with ``grace_seconds`` when given (the pod's own period otherwise)."""
         body: JSON = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
@@ -61,6 +64,8 @@ class PodVerbs:
         }
         if force:
             body["gracePeriodSeconds"] = 0
+        elif grace_seconds is not None:
+            body["gracePeriodSeconds"] = max(0, grace_seconds)
         try:
             await self._kube.request(
                 "delete",
@@ -81,6 +86,38 @@ class PodVerbs:
                 "POST",
                 f"/api/v1/namespaces/{namespace}/services",
                 resource="services",
+                body=dict(manifest),
+            )
+        except Conflict as exc:
+            if exc.already_exists:
+                return False
+            raise
+        return True
+
+    async def ensure_secret(self, namespace: str, manifest: Mapping[str, Any]) -> bool:
+        """Create the job's report-token Secret unless it exists (never read back)."""
+        try:
+            await self._kube.request(
+                "create",
+                "POST",
+                f"/api/v1/namespaces/{namespace}/secrets",
+                resource="secrets",
+                body=dict(manifest),
+            )
+        except Conflict as exc:
+            if exc.already_exists:
+                return False
+            raise
+        return True
+
+    async def ensure_claim(self, namespace: str, manifest: Mapping[str, Any]) -> bool:
+        """Create the job's checkpoint claim unless it exists."""
+        try:
+            await self._kube.request(
+                "create",
+                "POST",
+                f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+                resource="persistentvolumeclaims",
                 body=dict(manifest),
             )
         except Conflict as exc:

@@ -1,0 +1,210 @@
+"""The checkpoint contract: storage, reports folded into the status, staleness, the final
+checkpoint at a phase boundary, what a new generation resumes from, and lost work.
+
+Every function here reads the :class:`~phased.core.draft.Draft` and the reports in its
+snapshot and changes only the draft (status, conditions, events, wake-ups); none does I/O.
+
+* **Storage** (:func:`prepare`): with ``checkpoint.volume.size`` an ``EnsureClaim``; with
+  ``checkpoint.report`` an ``EnsureSecret`` holding the job's token — each until this
+  operator has ensured it once (an AlreadyExists counts).
+* **Reports** (:func:`fold_reports`): the latest checkpoint and progress of each phase go into
+  ``status.phases[].lastCheckpoint`` / ``lastProgress``; a report for a phase the spec no
+  longer has is ignored.
+* **Staleness** (:func:`check_staleness`): while the phase's workers run, a checkpoint is due
+  within ``checkpoint.interval`` of the phase's last one (or of its start): past that,
+  ``CheckpointStale`` is True with a Warning event, and decide is woken when the next one
+  falls due. Recovering (no Running worker) leaves the condition as it is.
+* **Final checkpoint** (:func:`final_checkpoint_due`): when the workers meet the phase's
+  completion rule, the boundary waits until the current generation reported a checkpoint
+  with ``final: true``, at most ``checkpoint.finalTimeout`` from when the completion was first
+  seen (``completedWorkersAt``); then it goes on with a ``FinalCheckpointMissing`` Warning.
+* **Resume** (:func:`resume_point`): workers created for a phase that has a reported
+  checkpoint get ``PHASED_RESUME_FROM`` / ``PHASED_RESUME_STEP``.
+* **Ledger** (:func:`lost_work`, :func:`resumed_at`): a failure interrupting workers records
+  the training time since the last checkpoint before its detection (from the phase start when
+  there is none) and the step the next generation resumes from; it is resumed by the first
+  report of a worker started after it (a later generation, or a replacement rank).
+
+All of it applies only with ``checkpoint.report: true``, except storage and resume, which
+need no reports to work (resume does: without reports no checkpoint is known).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from phased.api.durations import format_duration, parse_duration
+from phased.api.v1alpha1 import CheckpointRecord, FailureRecord, ProgressRecord
+from phased.core.conditions import ConditionType
+from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.model import EnsureClaim, EnsureSecret, PodPhase
+from phased.core.phases import generation_pods, live
+from phased.core.reports import Report
+from phased.core.storage import (
+    claim_manifest,
+    claim_name,
+    report_secret_manifest,
+    report_secret_name,
+)
+from phased.core.times import format_time, parse_time, shifted
+
+
+def reporting(draft: Draft) -> bool:
+    return draft.spec.checkpoint.report
+
+
+def prepare(draft: Draft) -> None:
+    """Ensure the checkpoint claim and the report Secret before any worker needs them."""
+    volume = draft.spec.checkpoint.volume
+    if volume is not None and not draft.snap.claim_exists:
+        manifest = claim_manifest(draft.snap.job, volume)
+        if manifest is not None:
+            draft.act(EnsureClaim(manifest=manifest))
+    token = draft.snap.report_token
+    if reporting(draft) and token is not None and not draft.snap.report_secret_exists:
+        draft.act(EnsureSecret(manifest=report_secret_manifest(draft.snap.job, token)))
+
+
+def worker_options(draft: Draft) -> dict[str, Any]:
+    """The checkpoint fields of a new worker of the current phase (see ``Worker``)."""
+    volume = draft.spec.checkpoint.volume
+    report = reporting(draft) and draft.snap.report_token is not None
+    return {
+        "claim": claim_name(draft.snap.job, volume) if volume is not None else None,
+        "report_url": draft.settings.reports.url if report else None,
+        "report_secret": report_secret_name(draft.snap.job) if report else None,
+        "resume": resume_point(draft),
+    }
+
+
+# --- reports into the status -----------------------------------------------------------------
+
+
+def _newer(
+    report: Report | None, phase: str, record: CheckpointRecord | ProgressRecord | None
+) -> bool:
+    """``report`` is of ``phase`` and newer than what its record holds."""
+    if report is None or report.phase != phase:
+        return False
+    known = parse_time(record.time) if record is not None else None
+    return known is None or report.time > known
+
+
+def fold_reports(draft: Draft) -> None:
+    """Copy the latest checkpoint and progress reports into their phases' records."""
+    store = draft.snap.reports
+    for i, record in enumerate(draft.records):
+        update: dict[str, Any] = {}
+        ckpt = store.checkpoint
+        last = record.last_checkpoint
+        if ckpt is not None and _newer(ckpt, record.name, last):
+            update["last_checkpoint"] = CheckpointRecord(
+                step=ckpt.step,
+                time=format_time(ckpt.time),
+                path=ckpt.path,
+                generation=ckpt.generation,
+                final=ckpt.final,
+            )
+        prog = store.progress
+        seen = record.last_progress
+        if prog is not None and _newer(prog, record.name, seen):
+            update["last_progress"] = ProgressRecord(
+                step=prog.step, time=format_time(prog.time), generation=prog.generation
+            )
+        if update:
+            draft.records[i] = record.model_copy(update=update)
+
+
+def resume_point(draft: Draft) -> CheckpointRecord | None:
+    return draft.record.last_checkpoint
+
+
+# --- staleness and the final checkpoint ------------------------------------------------------
+
+
+def check_staleness(draft: Draft) -> None:
+    if not reporting(draft):
+        return
+    running = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
+    if not running:
+        return
+    interval = parse_duration(draft.spec.checkpoint.interval)
+    last = draft.record.last_checkpoint
+    since = parse_time(last.time if last is not None else None) or parse_time(
+        draft.record.start_time
+    )
+    if since is None:
+        return
+    age = (draft.now - since).total_seconds()
+    if age <= interval:
+        draft.condition(ConditionType.CHECKPOINT_STALE, False, "Recent", "")
+        draft.later(interval - age + 0.5)
+        return
+    what = f"the last one (step {last.step})" if last is not None else "the phase start"
+    message = (
+        f"phase {draft.phase.name}: no checkpoint reported for {format_duration(age)} since "
+        f"{what}; checkpoint.interval is {draft.spec.checkpoint.interval}"
+    )
+    draft.condition(ConditionType.CHECKPOINT_STALE, True, "NoRecentCheckpoint", message, WARNING)
+
+
+def final_checkpoint_due(draft: Draft) -> bool:
+    """The workers met the completion rule: True while the boundary waits for their final
+    checkpoint (see the module docstring)."""
+    if not reporting(draft):
+        return False
+    last = draft.record.last_checkpoint
+    if last is not None and last.final and last.generation == draft.status.restart_generation:
+        return False
+    seen = parse_time(draft.record.completed_workers_at)
+    if seen is None:
+        draft.update_record(completed_workers_at=format_time(draft.now))
+        draft.event(
+            NORMAL,
+            "WaitingForFinalCheckpoint",
+            f"phase {draft.phase.name}: workers done; waiting up to "
+            f"{draft.spec.checkpoint.final_timeout} for their final checkpoint report",
+        )
+        seen = draft.now
+    deadline = shifted(seen, parse_duration(draft.spec.checkpoint.final_timeout))
+    if deadline > draft.now:
+        draft.later((deadline - draft.now).total_seconds())
+        draft.awaiting_final = True
+        return True
+    draft.event(
+        WARNING,
+        "FinalCheckpointMissing",
+        f"phase {draft.phase.name}: no final checkpoint reported within "
+        f"{draft.spec.checkpoint.final_timeout}; going on",
+    )
+    return False
+
+
+# --- the ledger ------------------------------------------------------------------------------
+
+
+def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
+    """Ledger fields of a failure that interrupts the workers: its generation, and with
+    reports the lost work and the step to resume from."""
+    fields: dict[str, Any] = {"generation": draft.status.restart_generation}
+    if not reporting(draft):
+        return fields
+    last = draft.record.last_checkpoint
+    at = parse_time(last.time) if last is not None else None
+    since: datetime | None = parse_time(draft.record.start_time)
+    if last is not None and at is not None and at <= detected:
+        fields["resume_step"] = last.step
+        since = at
+    if since is not None:
+        fields["lost_work_seconds"] = round(max(0.0, (detected - since).total_seconds()), 3)
+    return fields
+
+
+def resumed_at(draft: Draft, entry: FailureRecord) -> datetime | None:
+    """With reports: when training resumed after ``entry`` (None: not yet)."""
+    cordoned = parse_time(entry.cordoned)
+    if cordoned is None:
+        return None
+    first = draft.snap.reports.first_since(entry.phase, cordoned, entry.generation)
+    return first.time if first is not None else None

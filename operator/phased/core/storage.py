@@ -1,0 +1,72 @@
+"""The checkpoint claim and the report-token Secret of a job, as plain manifests.
+
+* the claim Phased creates (``checkpoint.volume.size``) is ``<job>-checkpoints``, owner-
+  referenced to the job (deleting the job deletes it, and with it the checkpoints: name an
+  existing claim with ``claimName`` to keep them beyond the job); an existing claim is only
+  mounted, never created, changed or deleted;
+* the Secret ``<job>-report`` holds the job's report token (key ``token``), owner-referenced
+  to the job. Phased creates it and never reads it back (the token is recomputed from the
+  operator's key), so the operator needs ``create`` on Secrets and nothing more.
+
+Workers mount the claim at ``checkpoint.path`` and the Secret at ``REPORT_MOUNT`` (read-only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phased.api.v1alpha1 import CheckpointVolume
+from phased.core import labels
+from phased.core.model import JobRef
+from phased.core.workers import TOKEN_KEY, owner_reference
+from phased.core.workers import _shorten as shorten
+
+
+def claim_name(job: JobRef, volume: CheckpointVolume) -> str:
+    """The claim the workers mount: the user's, or the one Phased creates."""
+    return volume.claim_name or shorten(job.name, "-checkpoints")
+
+
+def report_secret_name(job: JobRef) -> str:
+    return shorten(job.name, "-report")
+
+
+def _metadata(job: JobRef, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": {
+            labels.LABEL_JOB_UID: job.uid,
+            labels.LABEL_JOB: job.name,
+            labels.LABEL_MANAGED_BY: labels.MANAGED_BY,
+        },
+        "ownerReferences": [owner_reference(job)],
+    }
+
+
+def claim_manifest(job: JobRef, volume: CheckpointVolume) -> dict[str, Any] | None:
+    """The claim Phased creates; None when the user names an existing one."""
+    if volume.claim_name is not None or volume.size is None:
+        return None
+    spec: dict[str, Any] = {
+        "accessModes": [volume.access_mode.value],
+        "resources": {"requests": {"storage": volume.size}},
+    }
+    if volume.storage_class_name is not None:
+        spec["storageClassName"] = volume.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(job, claim_name(job, volume)),
+        "spec": spec,
+    }
+
+
+def report_secret_manifest(job: JobRef, token: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(job, report_secret_name(job)),
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: token},
+    }
