@@ -134,10 +134,13 @@ class ReportEndpoint:
         self._count(body.kind, "recorded")
         return _answer(200, recorded=True, step=body.step)
 
-    async def start(self) -> None:
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/v1/namespaces/{namespace}/trainingjobs/{name}/reports", self._post)
-        self._runner = web.AppRunner(app, access_log=None)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self._host, self._port).start()
 

@@ -292,7 +292,11 @@ def valid_spec_dicts(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             spec["checkpoint"]["volume"] = draw(
                 st.sampled_from(
-                    [{"claimName": "ckpt"}, {"size": "1Ti", "storageClassName": "nfs"}, {"size": "5"}]
+                    [
+                        {"claimName": "ckpt"},
+                        {"size": "1Ti", "storageClassName": "nfs"},
+                        {"size": "5"},
+                    ]
                 )
             )
     if draw(st.booleans()) or spec.get("failurePolicy", {}).get("restartScope") == "Worker":

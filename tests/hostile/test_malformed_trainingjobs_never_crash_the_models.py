@@ -32,7 +32,15 @@ from tests.hostile.strategies import (
 BOUNDED = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MAX_LINE = 2048  # one problem, as people read it
 MAX_CONDITION = 5 * (MAX_LINE + 2) + 40  # format_spec_error keeps five problems
-SPEC_FIELDS = {"phases", "template", "spares", "failurePolicy", "checkpoint", "launcher", "priority"}
+SPEC_FIELDS = {
+    "phases",
+    "template",
+    "spares",
+    "failurePolicy",
+    "checkpoint",
+    "launcher",
+    "priority",
+}
 MANIFEST_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
 
 

@@ -1,0 +1,226 @@
+"""The report endpoint and the worker helper, over real HTTP on localhost (no cluster): the
+job's store of TrainingJobs is a fake that behaves like the API (resourceVersion checks)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+import phased_worker
+from phased.core.reports import ANNOTATION_REPORTS, decode, report_token
+from phased.core.settings import Settings
+from phased.endpoint import ReportEndpoint
+from phased.metrics import Metrics
+from phased.reconcile import JobEntry, Reconciler
+from tests.core.builders import JOB, T0, phase, spec
+
+KEY = b"0123456789abcdef0123456789abcdef"
+SPEC = spec(phase("train", 2, 2), checkpoint={"report": True})
+
+
+class FakeJobs:
+    """GET and a resourceVersion-guarded annotation patch, like the API server."""
+
+    def __init__(self, conflicts: int = 0) -> None:
+        self.annotations: dict[str, str] = {}
+        self.version = 1
+        self.conflicts = conflicts
+        self.patches = 0
+
+    async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if (namespace, name) != (JOB.namespace, JOB.name):
+            return None
+        meta = {
+            "namespace": namespace,
+            "name": name,
+            "uid": JOB.uid,
+            "resourceVersion": str(self.version),
+            "annotations": dict(self.annotations),
+        }
+        return {"metadata": meta}
+
+    async def set_annotation(
+        self, namespace: str, name: str, key: str, value: str, resource_version: str
+    ) -> bool:
+        self.patches += 1
+        if self.conflicts > 0:  # a status write got in between
+            self.conflicts -= 1
+            self.version += 1
+            return False
+        if resource_version != str(self.version):
+            return False
+        self.annotations[key] = value
+        self.version += 1
+        return True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _environ(port: int, token_file: Path, **extra: str) -> dict[str, str]:
+    return {
+        "PHASED_REPORT_URL": f"http://127.0.0.1:{port}",
+        "PHASED_REPORT_TOKEN_FILE": str(token_file),
+        "PHASED_NAMESPACE": JOB.namespace,
+        "PHASED_JOB": JOB.name,
+        "PHASED_PHASE": "train",
+        "PHASED_RESTART_GENERATION": "2",
+        "PHASED_ATTEMPT": "0",
+        "PHASED_RANK": "0",
+        **extra,
+    }
+
+
+def _serve(
+    tmp_path: Path,
+    body: Callable[[int, Path, FakeJobs, Metrics], None],
+    *,
+    conflicts: int = 0,
+    synced: bool = True,
+    token: str | None = None,
+) -> FakeJobs:
+    """Run the endpoint, call ``body`` (blocking, as a worker would) in a thread."""
+    jobs = FakeJobs(conflicts)
+    metrics = Metrics.create(CollectorRegistry())
+    token_file = tmp_path / "token"
+    token_file.write_text(
+        (token or report_token(KEY, JOB.namespace, JOB.name, JOB.uid)) + "\n", encoding="utf-8"
+    )
+    port = _free_port()
+
+    async def main() -> None:
+        reconciler = Reconciler(object(), Settings(), metrics, clock=lambda: T0, report_key=KEY)  # type: ignore[arg-type]
+        reconciler.job_verbs = jobs  # type: ignore[assignment]
+        reconciler.trigger = lambda uid, delay=0.0: None  # type: ignore[method-assign]
+        reconciler.jobs[JOB.uid] = JobEntry(
+            ref=JOB, raw={"metadata": {"generation": 1}, "spec": {}}, spec=SPEC
+        )
+        reconciler.jobs[JOB.uid].spec_generation = JOB.generation
+        reconciler.jobs_synced = synced
+        endpoint = ReportEndpoint(reconciler, KEY, port, metrics, host="127.0.0.1")
+        await endpoint.start()
+        try:
+            await asyncio.to_thread(body, port, token_file, jobs, metrics)
+        finally:
+            await endpoint.stop()
+
+    asyncio.run(main())
+    return jobs
+
+
+def _count(metrics: Metrics, kind: str, result: str) -> float:
+    return float(metrics.reports.labels(kind, result)._value.get())
+
+
+def test_a_checkpoint_report_is_written_into_the_job_before_it_is_acknowledged(tmp_path):
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        env = _environ(port, token_file)
+        assert phased_worker.report_checkpoint(1200, "/checkpoints/llm/train/s1200", environ=env)
+        store = decode(jobs.annotations[ANNOTATION_REPORTS])
+        assert store.checkpoint is not None
+        assert (store.checkpoint.step, store.checkpoint.path) == (
+            1200,
+            "/checkpoints/llm/train/s1200",
+        )
+        assert (store.checkpoint.generation, store.checkpoint.time) == (2, T0)
+        assert phased_worker.report_progress(1250, environ=env)
+        store = decode(jobs.annotations[ANNOTATION_REPORTS])
+        assert store.progress is not None and store.progress.step == 1250
+        assert store.checkpoint.step == 1200
+        assert _count(metrics, "checkpoint", "recorded") == 1
+        assert _count(metrics, "progress", "recorded") == 1
+
+    _serve(tmp_path, worker)
+
+
+def test_a_status_write_in_between_makes_the_endpoint_read_again(tmp_path):
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        assert phased_worker.report_progress(7, environ=_environ(port, token_file))
+        assert jobs.patches == 3  # two conflicts, then the write
+
+    _serve(tmp_path, worker, conflicts=2)
+
+
+REFUSED = [
+    # (case, token, extra env, kind and result counted)
+    ("a wrong token", "f" * 64, {}, ("other", "unauthorized")),
+    ("another job's name", None, {"PHASED_JOB": "other"}, ("other", "unauthorized")),
+    ("a phase the job does not have", None, {"PHASED_PHASE": "eval"}, ("progress", "invalid")),
+    ("a phase name that is not one", None, {"PHASED_PHASE": "Bad_Phase"}, ("other", "invalid")),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "token", "extra", "counted"), REFUSED, ids=[c[0] for c in REFUSED]
+)
+def test_a_refused_report_is_not_retried_and_records_nothing(tmp_path, case, token, extra, counted):
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        env = _environ(port, token_file, **extra)
+        assert not phased_worker.report_progress(3, environ=env, timeout=30)
+        assert jobs.annotations == {}
+        assert _count(metrics, *counted) == 1  # answered once: a 4xx is not retried
+
+    _serve(tmp_path, worker, token=token)
+
+
+def test_a_checkpoint_without_its_path_is_refused(tmp_path):
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        assert not phased_worker.report_checkpoint(3, "", environ=_environ(port, token_file))
+        assert jobs.annotations == {}
+
+    _serve(tmp_path, worker)
+
+
+def test_a_starting_operator_answers_503_and_the_helper_gives_up_after_its_timeout(tmp_path):
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        assert not phased_worker.report_progress(3, environ=_environ(port, token_file), timeout=1)
+        assert _count(metrics, "other", "unavailable") >= 2  # retried
+        assert jobs.annotations == {}
+
+    _serve(tmp_path, worker, synced=False)
+
+
+def test_the_helper_does_nothing_outside_a_reporting_job(tmp_path):
+    assert not phased_worker.enabled({})
+    assert not phased_worker.report_checkpoint(1, "/c", environ={})
+    assert phased_worker.resume_path({}) is None and phased_worker.resume_step({}) is None
+    env = {"PHASED_RESUME_FROM": "/c/9", "PHASED_RESUME_STEP": "9"}
+    assert (phased_worker.resume_path(env), phased_worker.resume_step(env)) == ("/c/9", 9)
+    missing = _environ(_free_port(), tmp_path / "absent")
+    assert not phased_worker.report_progress(1, environ=missing)  # no token file: no request
+
+
+def test_an_unreachable_operator_is_retried_until_the_timeout(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("t", encoding="utf-8")
+    env = _environ(_free_port(), token_file)  # nothing listens there
+    assert not phased_worker.report_progress(1, environ=env, timeout=1)
+
+
+def test_the_report_body_is_what_the_docs_show():
+    # docs/api.md shows this body; the endpoint's model must accept exactly it.
+    from phased.endpoint import ReportBody
+
+    body = {
+        "kind": "checkpoint",
+        "step": 1200,
+        "path": "/checkpoints/llm/train/step-1200",
+        "final": False,
+        "phase": "train",
+        "generation": 1,
+        "attempt": 0,
+        "rank": 0,
+    }
+    assert ReportBody.model_validate_json(json.dumps(body)).step == 1200
+    with pytest.raises(ValueError):
+        ReportBody.model_validate_json(json.dumps({**body, "extra": 1}))
