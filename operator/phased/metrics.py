@@ -8,9 +8,10 @@ GPU-seconds); counters end in ``_total``, durations in ``_seconds``. Labels are 
 ``namespace``, ``trainingjob`` (the job's name), ``phase`` (at most 8 per job), ``role``
 (active/spare/quarantined), ``gpu_type`` (the accelerator types, ``none`` or ``other``),
 ``reason`` (the failure reasons or ``Other``), ``state`` (the job states), ``verb`` and
-``resource``. Never a pod, node or UID: those grow without bound over a 100-day run. The job's
-label is ``trainingjob``, not ``job``: Prometheus gives every scraped series a ``job`` label
-of its own (the scrape job) and would rename ours to ``exported_job``.
+``resource``, ``kind`` and ``result`` (of a checkpoint report). Never a pod, node or UID:
+those grow without bound over a 100-day run. The job's label is ``trainingjob``, not
+``job``: Prometheus gives every scraped series a ``job`` label of its own (the scrape job)
+and would rename ours to ``exported_job``.
 
 Two kinds of per-job series:
 

@@ -112,6 +112,12 @@ def training_status(
                     "busyGpuHours": 170_000.0,
                     "cost": 700_000.0,
                     "waitingSeconds": 600.0,
+                    "lastCheckpoint": {
+                        "step": 120_000,
+                        "time": at(30 * day - 1200),
+                        "path": "/checkpoints/llm/train/step-120000",
+                        "generation": restarts,
+                    },
                 },
             ],
             "pool": {

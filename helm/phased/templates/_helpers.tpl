@@ -65,3 +65,26 @@ does not serve monitoring.coreos.com/v1 (`helm template` without --api-versions 
 {{- fail "settings.gpuTypes is empty: keep at least one GPU type (H100, H200 or Ascend910B)" }}
 {{- end }}
 {{- end }}
+
+{{/* The settings file: values.settings, with the report endpoint filled in when enabled. */}}
+{{- define "phased.settings" -}}
+{{- $settings := deepCopy .Values.settings -}}
+{{- if .Values.reports.enabled -}}
+{{- $reports := deepCopy (default dict $settings.reports) -}}
+{{- $port := int (default 8082 $reports.port) -}}
+{{- if not $reports.url -}}
+{{- $_ := set $reports "url" (printf "http://%s-reports.%s.svc:%d" (include "phased.fullname" .) .Release.Namespace $port) -}}
+{{- end -}}
+{{- if not $reports.keyFile -}}
+{{- $_ := set $reports "keyFile" (printf "%s/key" (include "phased.reportKeyDir" .)) -}}
+{{- end -}}
+{{- $_ := set $settings "reports" $reports -}}
+{{- end -}}
+{{- toYaml $settings -}}
+{{- end }}
+
+{{- define "phased.reportKeyDir" -}}/etc/phased-report-key{{- end }}
+
+{{- define "phased.reportKeySecret" -}}
+{{- .Values.reports.existingSecret | default (printf "%s-report-key" (include "phased.fullname" .)) -}}
+{{- end }}
