@@ -49,6 +49,7 @@ class Operator:
         self.extra_args = extra_args or []
         self.metrics_port = free_port()
         self.health_port = free_port()
+        self.report_port = free_port()  # used when the settings give a report key
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -57,6 +58,7 @@ class Operator:
             **os.environ,
             "PHASED_METRICS_PORT": str(self.metrics_port),
             "PHASED_HEALTH_PORT": str(self.health_port),
+            "PHASED_REPORT_PORT": str(self.report_port),
             "PYTHONUNBUFFERED": "1",
             # Run this checkout's operator, whichever copy of the package is installed.
             "PYTHONPATH": os.pathsep.join(

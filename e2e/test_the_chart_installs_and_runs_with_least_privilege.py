@@ -159,8 +159,17 @@ def _rendered_settings(release: Release, kubectl: lib.Kubectl) -> str:
 
 def _start_operator(release: Release, kubectl: lib.Kubectl) -> Operator:
     release.settings_file.write_text(_rendered_settings(release, kubectl))
+    # The report key the chart generated, where the pod would have it mounted (here a file).
+    secret = json.loads(
+        kubectl(
+            "get", "secret", f"{release.name}-report-key", "-n", release.namespace, "-o", "json"
+        )
+    )
+    key_file = release.workdir / "report-key"
+    key_file.write_bytes(base64.b64decode(secret["data"]["key"]))
     log = LOGS / "test_the_chart_installs_and_runs_with_least_privilege.log"
-    return Operator(release.sa_kubeconfig, log, settings=release.settings_file).start()
+    env = {"PHASED_REPORT_KEY_FILE": str(key_file)}
+    return Operator(release.sa_kubeconfig, log, settings=release.settings_file, env=env).start()
 
 
 def _checksum(release: Release, kubectl: lib.Kubectl) -> str:

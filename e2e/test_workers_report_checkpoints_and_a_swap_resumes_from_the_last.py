@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from e2e import lib
-from e2e.harness import Operator, free_port
+from e2e.harness import Operator
 from e2e.operator_fixtures import LOGS, apply, get_job, live_workers, nodes_of, release_quarantined
 from e2e.operator_fixtures import status as job_status
 
@@ -30,19 +30,11 @@ def reporting_operator(
     """The operator with its report endpoint on a local port and a fresh key."""
     key_file = tmp_path_factory.mktemp("report-key") / "key"
     key_file.write_text(secrets.token_urlsafe(48), encoding="utf-8")
-    port = free_port()
     log = LOGS / "test_workers_report_checkpoints.log"
     if log.exists():
         log.unlink()
-    op = Operator(
-        kubeconfig,
-        log,
-        env={
-            "PHASED_REPORT_PORT": str(port),
-            "PHASED_REPORT_URL": f"http://127.0.0.1:{port}",
-            "PHASED_REPORT_KEY_FILE": str(key_file),
-        },
-    )
+    op = Operator(kubeconfig, log, env={"PHASED_REPORT_KEY_FILE": str(key_file)})
+    op.env["PHASED_REPORT_URL"] = f"http://127.0.0.1:{op.report_port}"
     op.start()
     yield op
     op.stop()

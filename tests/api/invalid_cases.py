@@ -366,13 +366,13 @@ INVALID_CASES: list[InvalidCase] = [
         "failurePolicy.restartScope Worker needs a launcher a lost rank can rejoin",
     ),
     InvalidCase(
-        "a worker-scope restart under torchrun needs its elastic rendezvous",
+        "a worker-scope restart under torchrun needs its c10d rendezvous",
         job(
             _set("spec.failurePolicy", {"restartScope": "Worker"}),
-            _set("spec.launcher", {"type": "torchrun"}),
+            _set("spec.launcher", {"type": "Torchrun"}),
         ),
-        "launcher.type torchrun with launcher.elastic true",
-        "launcher.type torchrun with launcher.elastic true",
+        "launcher.type Torchrun with launcher.rendezvous C10d",
+        "launcher.type Torchrun with launcher.rendezvous C10d",
     ),
     InvalidCase(
         "survivors get at most an hour to stop",
@@ -381,9 +381,9 @@ INVALID_CASES: list[InvalidCase] = [
         "failurePolicy.survivorGracePeriod must be at most 1h",
     ),
     InvalidCase(
-        "the launcher is plain or torchrun",
+        "the launcher is one Phased knows",
         job(_set("spec.launcher", {"type": "mpirun"})),
-        "spec.launcher.type: Input should be 'plain' or 'torchrun'",
+        "spec.launcher.type: Input should be 'Plain', 'Torchrun' or 'MindSpore'",
         'spec.launcher.type: Unsupported value: "mpirun"',
     ),
     # --- checkpoints ---------------------------------------------------------------------------
@@ -417,7 +417,7 @@ INVALID_CASES: list[InvalidCase] = [
         "the checkpoint claim is named as Kubernetes names claims",
         job(_set("spec.checkpoint", {"volume": {"claimName": "Ckpt_1"}})),
         "spec.checkpoint.volume.claimName: String should match pattern",
-        "spec.checkpoint.volume.claimName: Invalid value",
+        "spec.checkpoint.volume.claimName in body should match",
     ),
     InvalidCase(
         "the restart budget is bounded",
@@ -546,7 +546,7 @@ VALID_CASES: list[ValidCase] = [
                     "survivorGracePeriod": "1h",
                 },
             ),
-            _set("spec.launcher", {"type": "torchrun", "elastic": True}),
+            _set("spec.launcher", {"type": "Torchrun", "rendezvous": "C10d"}),
             _set(
                 "spec.checkpoint",
                 {

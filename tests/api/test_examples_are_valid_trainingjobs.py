@@ -27,6 +27,7 @@ def test_the_documented_examples_exist() -> None:
         "small.yaml",
         "cpu-preprocess.yaml",
         "ascend-910b.yaml",
+        "checkpointed.yaml",
     }
 
 

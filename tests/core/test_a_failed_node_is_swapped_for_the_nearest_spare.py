@@ -32,7 +32,7 @@ def _running_pool(actives, spares, world=None, scope="Gang", **kw):
         phase("train", 2, len(actives)),
         spares=len(spares),
         failurePolicy={"restartScope": scope, **kw},
-        launcher={"type": "torchrun", "elastic": scope == "Worker"},
+        launcher={"type": "Torchrun", "rendezvous": "C10d" if scope == "Worker" else "Static"},
     )
     pods = [
         pod(f"llm-train-g0-{i}", "train", i, world=world, node_name=n.name)

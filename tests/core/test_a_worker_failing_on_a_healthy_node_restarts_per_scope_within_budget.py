@@ -30,7 +30,7 @@ def _snap(scope="Gang", budget=3, used=0):
     the_spec = spec(
         phase("train", 3, 3),
         failurePolicy={"restartScope": scope, "restartBudget": budget},
-        launcher={"type": "torchrun", "elastic": scope == "Worker"},
+        launcher={"type": "Torchrun", "rendezvous": "C10d" if scope == "Worker" else "Static"},
     )
     return snapshot(the_spec, held, pods, status)
 

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from phased.core.settings import Settings, load_settings
-from tests.helm.chart import CHART, needs_helm, one, render
+from tests.helm.chart import CHART, NAMESPACE, needs_helm, one, render
 
 
 def _camel(name: str) -> str:
@@ -31,7 +31,40 @@ def _settings_file(docs: list[dict[str, Any]]) -> str:
 
 @needs_helm
 def test_the_rendered_file_is_what_the_operator_loads() -> None:
-    assert load_settings(_settings_file(render())) == Settings()
+    # The chart fills in the report endpoint (reports.enabled, the default); nothing else.
+    loaded = load_settings(_settings_file(render()))
+    assert loaded.reports.url == f"http://phased-reports.{NAMESPACE}.svc:8082"
+    assert loaded.reports.key_file == "/etc/phased-report-key/key"
+    assert loaded.model_copy(update={"reports": Settings().reports}) == Settings()
+    assert load_settings(_settings_file(render("reports.enabled=false"))) == Settings()
+
+
+@needs_helm
+def test_the_report_endpoint_has_its_service_port_and_key() -> None:
+    docs = render()
+    service = one(docs, "Service", "phased-reports")
+    assert service["spec"]["ports"] == [
+        {"name": "reports", "port": 8082, "targetPort": "reports", "protocol": "TCP"}
+    ]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert {"name": "reports", "containerPort": 8082, "protocol": "TCP"} in container["ports"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "report-key")
+    assert mount == {"name": "report-key", "mountPath": "/etc/phased-report-key", "readOnly": True}
+    volume = next(v for v in pod["volumes"] if v["name"] == "report-key")
+    assert volume["secret"]["secretName"] == "phased-report-key"
+    secret = one(docs, "Secret", "phased-report-key")
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert len(secret["data"]["key"]) >= 48  # base64 of 48 random characters
+    off = render("reports.enabled=false")
+    assert not [
+        d for d in off if d["kind"] == "Secret" or d["metadata"]["name"].endswith("-reports")
+    ]
+    mine = render("reports.existingSecret=my-key")
+    assert not [d for d in mine if d["kind"] == "Secret"]
+    pod = one(mine, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "report-key")
+    assert volume["secret"]["secretName"] == "my-key"
 
 
 @needs_helm

@@ -300,7 +300,7 @@ def valid_spec_dicts(draw: st.DrawFn) -> dict[str, Any]:
                 )
             )
     if draw(st.booleans()) or spec.get("failurePolicy", {}).get("restartScope") == "Worker":
-        spec["launcher"] = {"type": "torchrun", "elastic": True}
+        spec["launcher"] = {"type": "Torchrun", "rendezvous": "C10d"}
     if draw(st.booleans()):
         spec["priority"] = draw(st.integers(-1000, 1000))
     return spec

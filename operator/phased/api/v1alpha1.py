@@ -71,10 +71,18 @@ class RestartScope(StrEnum):
 
 
 class LauncherType(StrEnum):
-    """How the worker command is started; decides whether a lost rank can rejoin."""
+    """How the worker container starts the training processes."""
 
-    PLAIN = "plain"  # the command runs as written
-    TORCHRUN = "torchrun"  # the command is a torchrun launch (rendezvous through the Service)
+    PLAIN = "Plain"
+    TORCHRUN = "Torchrun"
+    MINDSPORE = "MindSpore"
+
+
+class Rendezvous(StrEnum):
+    """How torchrun's agents find each other."""
+
+    STATIC = "Static"  # rank 0's pod is the master; node ranks are fixed
+    C10D = "C10d"  # a c10d rendezvous: elastic, a rank restarted alone can rejoin
 
 
 class NodeReturnPolicy(StrEnum):
@@ -144,7 +152,7 @@ class FailureReason(StrEnum):
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 WORKER_SCOPE_RULE = (
     "failurePolicy.restartScope Worker needs a launcher a lost rank can rejoin: "
-    "launcher.type torchrun with launcher.elastic true (otherwise use Gang)"
+    "launcher.type Torchrun with launcher.rendezvous C10d (otherwise use Gang)"
 )
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, min_length=2, max_length=32)]
 Quantity = Annotated[
@@ -318,12 +326,11 @@ class FailurePolicy(_Model):
 
 
 class Launcher(_Model):
-    """The launcher the worker command uses (only what restart decisions need)."""
+    """The launcher (only the fields restart decisions need; the full launcher settings
+    belong with the worker template)."""
 
     type: LauncherType = LauncherType.PLAIN
-    # torchrun with an elastic rendezvous (--rdzv-backend=c10d, --nnodes=MIN:MAX): a rank
-    # replaced on its own can rejoin the running workers.
-    elastic: bool = False
+    rendezvous: Rendezvous = Rendezvous.STATIC
 
 
 class CheckpointVolume(_Model):
@@ -399,8 +406,11 @@ class TrainingJobSpec(_Model):
 
     @property
     def can_rejoin(self) -> bool:
-        """A rank restarted on its own can rejoin the others (torchrun, elastic rendezvous)."""
-        return self.launcher.type == LauncherType.TORCHRUN and self.launcher.elastic
+        """A rank restarted on its own can rejoin the others (torchrun, c10d rendezvous)."""
+        return (
+            self.launcher.type == LauncherType.TORCHRUN
+            and self.launcher.rendezvous == Rendezvous.C10D
+        )
 
     def worker_template(self, phase: Phase) -> WorkerTemplate:
         """The phase's worker template over the job's defaults."""
