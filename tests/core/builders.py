@@ -20,6 +20,8 @@ from phased.core.model import (
     CreatePod,
     DeletePod,
     EmitEvent,
+    EnsureClaim,
+    EnsureSecret,
     EnsureService,
     JobRef,
     NodeCondition,
@@ -35,6 +37,7 @@ from phased.core.model import (
     UnquarantineNode,
 )
 from phased.core.quarantine import QuarantineNote, encode_quarantine
+from phased.core.reports import Report, ReportStore, merge
 from phased.core.settings import Settings
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -218,6 +221,10 @@ class Cluster:
     waiting: tuple[Any, ...] = ()
     log: list[Action] = field(default_factory=list)
     finished: bool = False
+    reports: ReportStore = field(default_factory=ReportStore)
+    report_token: str | None = None
+    secret: bool = False  # the report Secret was ensured (as the reconciler remembers)
+    claim: bool = False
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
@@ -230,6 +237,10 @@ class Cluster:
             service_exists=self.service,
             waiting=self.waiting,
             known_node_names=frozenset(self.nodes),
+            reports=self.reports,
+            report_token=self.report_token,
+            report_secret_exists=self.secret,
+            claim_exists=self.claim,
         )
 
     def decide(self) -> Plan:
@@ -285,6 +296,14 @@ class Cluster:
             self.pods.pop(action.name, None)
         elif isinstance(action, EnsureService):
             self.service = True
+        elif isinstance(action, EnsureSecret):
+            self.secret = True
+        elif isinstance(action, EnsureClaim):
+            self.claim = True
+
+    def report(self, report: Report) -> None:
+        """A worker's report, as the endpoint records it on the job."""
+        self.reports = merge(self.reports, report)
 
     def schedule(self) -> None:
         """Pending pods go to free active nodes of the job and start Running."""
