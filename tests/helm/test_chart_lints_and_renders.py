@@ -42,7 +42,8 @@ def test_defaults_render_the_expected_objects() -> None:
             "ClusterRole": 1,
             "ClusterRoleBinding": 1,
             "ConfigMap": 2,  # settings, dashboard
-            "Service": 1,
+            "Service": 2,  # metrics, checkpoint reports
+            "Secret": 1,  # the report-token key
             "Deployment": 1,
         }
     )

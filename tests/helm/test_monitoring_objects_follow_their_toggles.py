@@ -46,7 +46,7 @@ def test_the_service_monitor_scrapes_the_metrics_service() -> None:
         api_versions=(MONITORING,),
     )
     monitor = one(docs, "ServiceMonitor")
-    service = one(docs, "Service")
+    service = one(docs, "Service", "phased-metrics")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()

@@ -52,14 +52,17 @@ def test_a_read_only_root_still_has_a_writable_tmp() -> None:
 def test_probes_use_the_operators_health_endpoints() -> None:
     container = _container()
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": 8080, "health": 8081}
+    assert ports == {"metrics": 8080, "health": 8081, "reports": 8082}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     moved = _container("settings.healthPort=9001", "settings.metricsPort=9000")
     assert {p["name"]: p["containerPort"] for p in moved["ports"]} == {
         "metrics": 9000,
         "health": 9001,
+        "reports": 8082,
     }
+    quiet = _container("reports.enabled=false")
+    assert {p["name"] for p in quiet["ports"]} == {"metrics", "health"}
 
 
 def test_the_container_runs_phased_run_with_resources() -> None:
@@ -76,13 +79,13 @@ def test_the_container_runs_phased_run_with_resources() -> None:
 
 def test_the_metrics_service_selects_the_operator_pod() -> None:
     docs = render()
-    service = one(docs, "Service")
+    service = one(docs, "Service", "phased-metrics")
     pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
     ]
-    assert not find(render("metrics.service.enabled=false"), "Service")
+    assert not find(render("metrics.service.enabled=false"), "Service", "phased-metrics")
 
 
 def test_the_crd_is_shipped_in_crds_so_helm_keeps_it_on_uninstall() -> None:
