@@ -126,6 +126,7 @@ def test_reports_feed_the_status_survive_a_crash_and_time_a_swap(
     sim_node: Any,
     kubeconfig: str,
     tmp_path: Path,
+    simulated: bool,
 ) -> None:
     pv = _claim(core, namespace)
     name = "ckpt"
