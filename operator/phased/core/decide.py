@@ -1,10 +1,13 @@
 """``decide``: snapshot + settings + now → plan. The one entry point of the pure core.
 
 Order of one call for a valid, live job: account the interval since the last call; recover
-ledger entries from quarantine notes; find the position (phase, generation) from status and
-pods; time-out and completion checks (possibly advancing several phases); failure detection
-and quarantine; keep the running generation whole (promote, restart); take healed nodes
-back; size the pool and start the next generation; then interruption, conditions, summary.
+ledger entries from quarantine notes; fold the workers' checkpoint reports into the status;
+find the position (phase, generation) from status and pods; ensure the checkpoint claim and
+report Secret; time-out and completion checks (possibly advancing several phases, each
+after its final checkpoint when workers report); failure detection and quarantine; keep the
+running generation whole (promote, restart); take healed nodes back; size the pool and start
+the next generation; checkpoint staleness; then resumption, interruption, conditions,
+summary (see :mod:`phased.core.checkpoints`).
 
 Deletion (``job.deleting``): every worker is deleted explicitly (owner references would
 cascade, but the pods must leave the nodes before the nodes are given back) and every
