@@ -186,6 +186,25 @@ def test_checkpoint_stale_warns_once_and_clears_when_a_checkpoint_arrives():
     assert _condition(cleared, "CheckpointStale").status == "False"
 
 
+def test_a_finished_job_is_not_left_stale():
+    first = decide(_running(), REPORTING, T0)
+    assert _condition(first, "CheckpointStale").status == "True"
+    the_spec = spec(phase("train", 2, 2), spares=1, checkpoint={"report": True})
+    store = _store(_report(ReportKind.CHECKPOINT, 9, at(1), final=True))
+    done = decide(
+        _running(
+            the_spec=the_spec,
+            state=PodPhase.SUCCEEDED,
+            reports=store,
+            conditions=first.status.conditions,
+        ),
+        REPORTING,
+        at(2),
+    )
+    assert done.status.state == JobState.SUCCEEDED
+    assert _condition(done, "CheckpointStale").status == "False"
+
+
 def test_without_reports_there_is_no_checkpoint_stale_condition():
     the_spec = spec(phase("train", 2, 2), phase("validate", 2, 2), spares=1)
     plan = decide(_running(the_spec=the_spec), REPORTING, T0)

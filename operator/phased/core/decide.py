@@ -232,6 +232,8 @@ def _state(draft: Draft) -> JobState:
 def _finish(draft: Draft, finished: bool = False) -> Plan:
     if draft.status.state not in TERMINAL:
         _mark_resumed(draft)
+    elif checkpoints.reporting(draft) and draft.is_true(ConditionType.CHECKPOINT_STALE):
+        draft.condition(ConditionType.CHECKPOINT_STALE, False, "JobFinished", "")
     _interruption(draft)
     state = _state(draft)
     active = draft.held(NodeRole.ACTIVE)
