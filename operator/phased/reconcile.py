@@ -32,10 +32,11 @@ from phased.api.v1alpha1 import (
     SpareIdlePolicy,
     TrainingJobSpec,
     parse_spec,
-    parse_status,
+    read_status,
 )
 from phased.core import labels
 from phased.core.decide import decide
+from phased.core.ledger import encode_replaces
 from phased.core.model import (
     Action,
     Claimant,
@@ -324,11 +325,13 @@ class Reconciler:
         if entry.rejected is not None and entry.rejected[0] == entry.ref.generation:
             # The API refused what this spec makes: only a new generation can fix it.
             spec, spec_error = None, entry.rejected[1]
+        status, unreadable = read_status(entry.raw.get("status"))
         return Snapshot(
             job=entry.ref,
             spec=spec,
             spec_error=spec_error,
-            status=parse_status(entry.raw.get("status")),
+            status=status,
+            unreadable_status=unreadable,
             nodes=self.nodes.all(),
             pods=tuple(pod_from_raw(p) for p in raw_pods),
             service_exists=entry.service_ok,
@@ -373,9 +376,10 @@ class Reconciler:
                 if not won:
                     logger.info("%s: node %s was not free any more", self._label(job.uid), name)
                     self.trigger(job.uid, 0.1)
-            case SetNodeRole(node=name, role=role):
+            case SetNodeRole(node=name, role=role, replaces=lost, at=at):
                 preemptible = self._preemptible(entry)
-                await self.node_verbs.set_role(name, job, role, preemptible)
+                replaces = encode_replaces(lost, at or now) if lost is not None else None
+                await self.node_verbs.set_role(name, job, role, preemptible, replaces)
                 if preemptible and role == NodeRole.ACTIVE:
                     await self._evict_guests(job, name)
             case ReleaseNode(node=name):
@@ -435,7 +439,7 @@ class Reconciler:
             return
         if entry.ref.deleting and plan.finished:
             return  # the object is about to go; nothing left to report
-        patch = _with_deletions(new, entry.raw.get("status") or {})
+        patch = status_patch(new, entry.raw.get("status"), snapshot.unreadable_status)
         written = await self.job_verbs.patch_status(entry.ref.namespace, entry.ref.name, patch)
         entry.last_status_write = time.monotonic()
         if written is not None:
@@ -533,17 +537,30 @@ def _with_deletions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+def status_patch(new: dict[str, Any], stored: Any, unreadable: tuple[str, ...]) -> dict[str, Any]:
+    """The merge patch from the stored status to ``new``. Fields that could not be read are
+    neither written nor nulled: a person must look at them (``StatusUnreadable``)."""
+    old = stored if isinstance(stored, dict) else {}
+    keep = {k: v for k, v in new.items() if k not in unreadable}
+    return _with_deletions(keep, {k: v for k, v in old.items() if k not in unreadable})
+
+
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:
     return replace(a, resource_version="") == replace(b, resource_version="")
 
 
 def _material(status: dict[str, Any]) -> dict[str, Any]:
-    """The status without the figures that move every second (accounting, utilization)."""
+    """The status without the figures that move every second (accounting, utilization).
+
+    The accounting's basis (the pool the next interval is charged at) and its unobserved
+    time are not such figures: a change of them is written at once."""
     out = {
         k: v
         for k, v in status.items()
         if k not in ("accounting", "utilization", "utilizationPercent")
     }
+    acc = status.get("accounting") or {}
+    out["accounting"] = {k: acc.get(k) for k in ("basis", "unobservedSeconds")}
     out["phases"] = [
         {k: v for k, v in p.items() if k not in _VOLATILE_PHASE_KEYS}
         for p in status.get("phases", [])

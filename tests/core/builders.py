@@ -14,6 +14,7 @@ from typing import Any
 from phased.api.v1alpha1 import NodeRole, TrainingJobSpec, TrainingJobStatus, parse_spec
 from phased.core import labels
 from phased.core.decide import decide
+from phased.core.ledger import encode_replaces
 from phased.core.model import (
     Action,
     ClaimNode,
@@ -250,7 +251,10 @@ class Cluster:
         elif isinstance(action, SetNodeRole):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid
-            self.nodes[n.name] = owned(n, action.role, self.job)
+            notes = {k: v for k, v in n.annotations.items() if k != labels.ANNOTATION_REPLACES}
+            if action.replaces is not None and action.at is not None:
+                notes[labels.ANNOTATION_REPLACES] = encode_replaces(action.replaces, action.at)
+            self.nodes[n.name] = replace(owned(n, action.role, self.job), annotations=notes)
         elif isinstance(action, ReleaseNode):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid

@@ -136,8 +136,11 @@ def test_a_deleted_node_is_recorded_without_a_cordon():
     gone = [n for n in held if n.name != "a1"]
     plan = decide(snapshot(the_spec, gone, pods, status), SETTINGS, T0)
     assert of_type(plan, QuarantineNode) == []
-    assert [(f.node, f.reason) for f in plan.status.failures] == [("a1", "NodeDeleted")]
+    assert [(f.node, f.reason, f.cordoned) for f in plan.status.failures] == [
+        ("a1", "NodeDeleted", None)
+    ]
     assert [p.node for p in of_type(plan, SetNodeRole)] == ["s0"]
+    assert plan.status.failures[0].replaced_by == "s0"
 
 
 def test_an_unsynced_node_view_never_reports_deletions():

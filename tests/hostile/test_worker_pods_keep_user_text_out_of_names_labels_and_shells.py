@@ -47,6 +47,8 @@ OUR_LABEL_KEYS = {
     labels.LABEL_GENERATION,
     labels.LABEL_WORLD_SIZE,
     labels.LABEL_ATTEMPT,
+    labels.LABEL_RESTARTS,
+    labels.LABEL_WORKER_RESTARTS,
     labels.LABEL_MANAGED_BY,
 }
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "-c"}

@@ -11,7 +11,14 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from phased.api.durations import DURATION_PATTERN, parse_duration
@@ -419,6 +426,17 @@ class Utilization(_Status):
     current: float = 0.0  # GPUs running a worker now / GPUs reserved now
 
 
+class UsageBasis(_Status):
+    """The pool as the last pass left it: the next interval is charged at this."""
+
+    phase: str = ""
+    gpu_type: str = ""  # empty: CPU nodes
+    active_nodes: int = 0
+    spare_nodes: int = 0
+    running_workers: int = 0
+    gpus_per_node: int = 0
+
+
 class Accounting(_Status):
     gpu_hours: float = 0.0
     active_gpu_hours: float = 0.0
@@ -428,6 +446,8 @@ class Accounting(_Status):
     currency: str = "USD"
     estimated_remaining_cost: float = 0.0
     accounted_at: str | None = None  # the instant the figures above run up to
+    unobserved_seconds: float = 0.0  # charged while no operator watched (AccountingGap)
+    basis: UsageBasis | None = None
 
 
 class TrainingJobStatus(_Status):
@@ -501,10 +521,31 @@ def parse_spec(raw: dict[str, Any]) -> TrainingJobSpec:
 
 
 def parse_status(raw: dict[str, Any] | None) -> TrainingJobStatus:
-    """Read a status written by the operator; unknown or broken fields fall back to defaults."""
+    """Read a status written by the operator; the fields that cannot be read are left out
+    (see :func:`read_status`)."""
+    return read_status(raw)[0]
+
+
+def read_status(raw: Any) -> tuple[TrainingJobStatus, tuple[str, ...]]:
+    """The status, and the names of its top-level fields that could not be read.
+
+    A person with status access can write anything; a field that does not parse is dropped
+    from what decisions see (they fall back to what the cluster shows: pods, node labels,
+    quarantine notes) and named here, so the operator can say so and never write over it.
+    """
     if not raw:
-        return TrainingJobStatus()
-    try:
-        return TrainingJobStatus.model_validate(raw)
-    except ValueError:
-        return TrainingJobStatus()
+        return TrainingJobStatus(), ()
+    if not isinstance(raw, dict):
+        return TrainingJobStatus(), ("status",)
+    data = dict(raw)
+    dropped: set[str] = set()
+    while True:
+        try:
+            return TrainingJobStatus.model_validate(data), tuple(sorted(dropped))
+        except ValidationError as exc:
+            bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]} & data.keys()
+            if not bad:
+                return TrainingJobStatus(), tuple(sorted(raw))
+            dropped |= bad
+            for key in bad:
+                del data[key]

@@ -1,8 +1,9 @@
 """GPU-hours, cost, utilization and interruption time: the numbers a finance team sees.
 
 Accounting runs on every decide, over the interval from ``status.accounting.accounted_at``
-to ``now``, with the pool as observed at the start of the call (the first call only sets
-``accounted_at``). Per interval:
+to ``now``, at the pool that held during it: ``status.accounting.basis``, what the previous
+call left (the first call only sets ``accounted_at``; see :func:`phased.core.decide._account`).
+Per interval:
 
 * active GPU-hours = active nodes x gpusPerNode x hours; spare GPU-hours likewise;
 * busy GPU-hours = Running workers x gpusPerNode x hours;

@@ -23,6 +23,7 @@ class ConditionType(StrEnum):
     SPARES_EXHAUSTED = "SparesExhausted"
     INTERRUPTION_BUDGET_EXCEEDED = "InterruptionBudgetExceeded"
     FAILED = "Failed"
+    STATUS_UNREADABLE = "StatusUnreadable"
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,21 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from phased.api.v1alpha1 import JobState, NodeRole, PhaseState, TrainingJobStatus
+from phased.api.durations import format_duration, parse_duration
+from phased.api.v1alpha1 import JobState, NodeRole, PhaseState, TrainingJobStatus, UsageBasis
 from phased.core import accounting
 from phased.core.conditions import ConditionType, set_condition
 from phased.core.draft import WARNING, Draft
-from phased.core.model import CreatePod, DeletePod, EmitEvent, Plan, PodPhase, ReleaseNode, Snapshot
+from phased.core.model import (
+    CreatePod,
+    DeletePod,
+    EmitEvent,
+    Plan,
+    PodInfo,
+    PodPhase,
+    ReleaseNode,
+    Snapshot,
+)
 from phased.core.phases import (
     TERMINAL,
     advance,
@@ -96,33 +106,60 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
 def _start(draft: Draft) -> None:
     if draft.status.start_time is None:
         draft.set(start_time=format_time(draft.now))
+    _unreadable(draft)
     draft.condition(ConditionType.INVALID_SPEC, False, "Valid", "")
     if draft.status.state == JobState.INVALID:
         draft.set(state=JobState.PENDING, message="")
 
 
+def _unreadable(draft: Draft) -> None:
+    """Status fields that do not parse are said, and left alone (never written over)."""
+    fields = draft.snap.unreadable_status
+    draft.condition(
+        ConditionType.STATUS_UNREADABLE,
+        bool(fields),
+        "FieldsUnreadable" if fields else "Readable",
+        (
+            f"status field(s) {', '.join(fields)} could not be read; Phased decides from what "
+            "the cluster shows and leaves them as they are: correct or remove them "
+            "(kubectl edit --subresource=status)"
+            if fields
+            else ""
+        ),
+        WARNING,
+    )
+
+
 def _account(draft: Draft) -> None:
-    """Charge the interval since ``accounted_at`` to the current phase and the job."""
+    """Charge the interval since ``accounted_at`` at the pool that held during it.
+
+    That pool is ``accounting.basis``: what the previous call left (its roles and Running
+    workers after its actions), charged to the phase it served. Statuses written before the
+    basis existed fall back to the pool observed now. An interval longer than
+    :func:`_unobserved_after` had no operator watching: it is charged all the same (the
+    nodes were held), added to ``unobservedSeconds`` and named by an ``AccountingGap`` event.
+    """
     acc = draft.status.accounting
     last = parse_time(acc.accounted_at)
     seconds = seconds_between(last, draft.now)
-    type_key = draft.record.gpu_type or (
-        CPU_TYPE if draft.phase.is_cpu_only else draft.phase.gpu_types[0].value
-    )
-    running = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
-    usage = accounting.Usage(
-        active_nodes=len(draft.held(NodeRole.ACTIVE)),
-        spare_nodes=len(draft.held(NodeRole.SPARE)),
-        running_workers=len(running),
-        gpus_per_node=draft.phase.gpus_per_node,
-        type_key=type_key,
-    )
+    observed = _usage(draft, _running(draft))
+    basis = _from_basis(draft) or (draft.index, observed)
+    index, usage = basis
     part = accounting.Slice.of(usage, seconds, draft.settings)
     if last is not None:
-        record = accounting.add_to_phase(draft.record, part)
+        record = accounting.add_to_phase(draft.records[index], part)
         if draft.status.state == JobState.WAITING:
             record = record.model_copy(update={"waiting_seconds": record.waiting_seconds + seconds})
-        draft.records[draft.index] = record
+        draft.records[index] = record
+        if seconds > _unobserved_after(draft):
+            acc = acc.model_copy(update={"unobserved_seconds": acc.unobserved_seconds + seconds})
+            draft.event(
+                WARNING,
+                "AccountingGap",
+                f"no operator watched this job for {format_duration(seconds)} "
+                f"(since {format_time(last)}); the interval is charged at the pool it held "
+                f"before: {usage.active_nodes} active, {usage.spare_nodes} spare nodes",
+            )
     acc = accounting.add_to_job(
         acc,
         part if last is not None else _ZERO,
@@ -137,8 +174,66 @@ def _account(draft: Draft) -> None:
             )
         }
     )
-    util = accounting.utilization(acc, usage)
+    util = accounting.utilization(acc, observed)
     draft.set(accounting=acc, utilization=util, utilization_percent=util.allocation)
+
+
+def _unobserved_after(draft: Draft) -> float:
+    """Passes run at least every resync interval; three of them missed is a gap."""
+    return 3.0 * float(parse_duration(draft.settings.resync_interval))
+
+
+def _type_key(draft: Draft) -> str:
+    return draft.record.gpu_type or (
+        CPU_TYPE if draft.phase.is_cpu_only else draft.phase.gpu_types[0].value
+    )
+
+
+def _running(draft: Draft) -> list[PodInfo]:
+    return [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
+
+
+def _usage(draft: Draft, running: list[PodInfo]) -> accounting.Usage:
+    return accounting.Usage(
+        active_nodes=len(draft.held(NodeRole.ACTIVE)),
+        spare_nodes=len(draft.held(NodeRole.SPARE)),
+        running_workers=len(running),
+        gpus_per_node=draft.phase.gpus_per_node,
+        type_key=_type_key(draft),
+    )
+
+
+def _from_basis(draft: Draft) -> tuple[int, accounting.Usage] | None:
+    """The phase index (in the current spec) and the usage the stored basis describes."""
+    basis = draft.status.accounting.basis
+    names = [p.name for p in draft.spec.phases]
+    if basis is None or basis.phase not in names:
+        return None
+    usage = accounting.Usage(
+        active_nodes=basis.active_nodes,
+        spare_nodes=basis.spare_nodes,
+        running_workers=basis.running_workers,
+        gpus_per_node=basis.gpus_per_node,
+        type_key=basis.gpu_type,
+    )
+    return names.index(basis.phase), usage
+
+
+def _record_basis(draft: Draft) -> None:
+    """Store the pool this call leaves behind: the next interval is charged at it."""
+    deleted = draft.deleted_pods()
+    running = [p for p in _running(draft) if p.name not in deleted]
+    usage = _usage(draft, running)
+    basis = UsageBasis(
+        phase=draft.phase.name,
+        gpu_type=usage.type_key,
+        active_nodes=usage.active_nodes,
+        spare_nodes=usage.spare_nodes,
+        running_workers=usage.running_workers,
+        gpus_per_node=usage.gpus_per_node,
+    )
+    acc = draft.status.accounting.model_copy(update={"basis": basis})
+    draft.set(accounting=acc)
 
 
 _ZERO = accounting.Slice(0.0, 0.0, 0.0, 0.0)
@@ -153,7 +248,7 @@ def _mark_resumed(draft: Draft) -> None:
     if touched or world == 0 or not all(r in running for r in range(world)):
         return
     for i, entry in enumerate(draft.ledger):
-        if entry.resumed is None and entry.cordoned is not None:
+        if entry.resumed is None:
             start = parse_time(entry.detected) or draft.now
             draft.ledger[i] = entry.model_copy(
                 update={
@@ -209,6 +304,7 @@ def _state(draft: Draft) -> JobState:
 def _finish(draft: Draft, finished: bool = False) -> Plan:
     if draft.status.state not in TERMINAL:
         _mark_resumed(draft)
+    _record_basis(draft)
     _interruption(draft)
     state = _state(draft)
     active = draft.held(NodeRole.ACTIVE)

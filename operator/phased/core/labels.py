@@ -20,6 +20,9 @@ TAINT_QUARANTINE = f"{PREFIX}/quarantined"  # NoSchedule|NoExecute on a quaranti
 TAINT_SPARE = f"{PREFIX}/spare"  # NoSchedule on a Preemptible spare (others may tolerate it)
 ANNOTATION_QUARANTINE = f"{PREFIX}/quarantine"  # JSON: reason, message, detected, cordoned, job
 ANNOTATION_CLAIMED_AT = f"{PREFIX}/claimed-at"
+# On a spare promoted to replace a failed node: "<failed node> <RFC 3339 time>", so a ledger
+# entry rebuilt after a lost status write still knows its replacement.
+ANNOTATION_REPLACES = f"{PREFIX}/replaces"
 
 # On Pods and Services
 LABEL_PHASE = f"{PREFIX}/phase"
@@ -27,6 +30,10 @@ LABEL_RANK = f"{PREFIX}/rank"
 LABEL_GENERATION = f"{PREFIX}/restart-generation"
 LABEL_ATTEMPT = f"{PREFIX}/attempt"  # replacements of one rank within a generation: 1, 2, ...
 LABEL_WORLD_SIZE = f"{PREFIX}/world-size"  # the generation's world size, read back by decide
+# The job's restart counts when the worker was made, read back so a lost status write never
+# loses a restart (nor gives back restart budget).
+LABEL_RESTARTS = f"{PREFIX}/restarts"
+LABEL_WORKER_RESTARTS = f"{PREFIX}/worker-restarts"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "phased"
 

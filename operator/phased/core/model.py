@@ -160,6 +160,8 @@ class Snapshot:
     service_exists: bool = False
     waiting: tuple[Claimant, ...] = ()  # other jobs waiting for capacity
     known_node_names: frozenset[str] | None = None  # None: the node view is not synced yet
+    # Top-level status fields that could not be read: left out of ``status``, never written.
+    unreadable_status: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,10 +180,15 @@ class ClaimNode:
 
 @dataclass(frozen=True)
 class SetNodeRole:
-    """Change the role of a node the job already holds (e.g. promote a spare)."""
+    """Change the role of a node the job already holds (e.g. promote a spare).
+
+    ``replaces``: the failed node this promotion answers, written on the node with ``at``
+    (``ANNOTATION_REPLACES``) and cleared by any other role change."""
 
     node: str
     role: NodeRole
+    replaces: str | None = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from phased.core import labels
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.failure import Failure, breaker, choose_spare, detect, healthy_since
+from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
     CreatePod,
     DeletePod,
@@ -53,7 +54,7 @@ from phased.core.model import (
     SetNodeRole,
     UnquarantineNode,
 )
-from phased.core.phases import fail, generation_pods, live, world_of
+from phased.core.phases import fail, generation_pods, latest_attempts, live, world_of
 from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.times import format_time, parse_time
@@ -84,6 +85,7 @@ def recover_ledger(draft: Draft) -> None:
                 cordoned=format_time(note.cordoned) if note.cordoned else None,
             )
         )
+    recover_replacements(draft.ledger, {n: draft.nodes[n] for n in draft.roles if n in draft.nodes})
 
 
 def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
@@ -151,7 +153,7 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             message=failure.message,
             phase=draft.phase.name,
             detected=format_time(failure.detected),
-            cordoned=format_time(draft.now),
+            cordoned=None if gone else format_time(draft.now),  # a deleted node is not cordoned
             resumed=format_time(failure.detected) if spare else None,
         )
     )
@@ -180,7 +182,7 @@ def _losses(draft: Draft, pods: list[PodInfo], world: int) -> Losses:
     active = {n for n, r in draft.roles.items() if r == NodeRole.ACTIVE}
     held_back = draft.breaker_nodes | draft.suspect_nodes
     losses = Losses({}, [], [], [])
-    for pod in live(pods):
+    for pod in latest_attempts(live(pods)):
         if pod.phase == PodPhase.SUCCEEDED or pod.node_name is None or pod.rank is None:
             continue
         if pod.node_name not in active and pod.node_name not in held_back:
@@ -206,26 +208,16 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
         spare = choose_spare(anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))
         if spare is None:
             return deficit - i
-        draft.act(SetNodeRole(node=spare.name, role=NodeRole.ACTIVE))
-        draft.roles[spare.name] = NodeRole.ACTIVE
         lost = lost_nodes[i] if i < len(lost_nodes) else None
+        answered = mark_replaced(draft.ledger, lost, spare.name, draft.now)
+        draft.act(SetNodeRole(spare.name, NodeRole.ACTIVE, replaces=answered, at=draft.now))
+        draft.roles[spare.name] = NodeRole.ACTIVE
         draft.event(
             NORMAL,
             "SparePromoted",
             f"spare {spare.name} promoted to active" + (f", replacing {lost}" if lost else ""),
         )
-        _mark_replaced(draft, lost, spare.name)
     return 0
-
-
-def _mark_replaced(draft: Draft, lost: str | None, spare: str) -> None:
-    for i in range(len(draft.ledger) - 1, -1, -1):
-        entry = draft.ledger[i]
-        if entry.replaced_by is None and entry.resumed is None and (lost in (None, entry.node)):
-            draft.ledger[i] = entry.model_copy(
-                update={"replaced_by": spare, "replaced": format_time(draft.now)}
-            )
-            return
 
 
 def _count_restart(draft: Draft, worker_fault: bool) -> bool:
@@ -251,7 +243,9 @@ def gang_restart(draft: Draft, why: str) -> None:
     """Stop every worker of the phase; the next generation is created by sizing."""
     old = draft.status.restart_generation
     for pod in live(draft.phase_pods()):
-        if pod.generation <= old:
+        # Failed and Succeeded workers hold nothing and stay, the record of why (a lost
+        # status write re-derives the restart from them, and their logs are kept).
+        if pod.generation <= old and pod.phase not in (PodPhase.FAILED, PodPhase.SUCCEEDED):
             draft.act(DeletePod(pod.name, reason=f"gang restart: {why}"))
     draft.set(restart_generation=old + 1)
     draft.event(
@@ -276,6 +270,8 @@ def _replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: i
             attempt=attempt,
             resource=gpu_resource(draft.record.gpu_type or "", draft.settings),
             service_account=draft.settings.workers.service_account,
+            restarts=draft.status.restarts,
+            worker_restarts=draft.status.worker_restarts,
         )
         draft.act(CreatePod(manifest=worker.manifest()))
 
@@ -303,6 +299,10 @@ def tend_generation(draft: Draft) -> None:
     if losses.missing:
         _replace_ranks(draft, pods, losses.missing, world)
     if not losses.restart_needed:
+        # A node can leave the pool while no worker of this generation runs on it yet (its
+        # worker still Pending): nothing to restart, but its place is filled all the same.
+        if len(draft.held(NodeRole.ACTIVE)) < world:
+            _promote(draft, world, _unreplaced(draft))
         return
     worker_fault = bool(losses.failed)
     if not _count_restart(draft, worker_fault):
@@ -321,8 +321,6 @@ def tend_generation(draft: Draft) -> None:
     if draft.spec.failure_policy.restart_scope == RestartScope.GANG:
         gang_restart(draft, why)
         return
-    for pod in losses.failed:
-        draft.act(DeletePod(pod.name, reason="worker failed; replaced"))
     ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
     _replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
     draft.event(
@@ -331,6 +329,11 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _unreplaced(draft: Draft) -> list[str]:
+    """Nodes of open failures that no spare has replaced yet, oldest first."""
+    return [e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None]
 
 
 def _swap_interrupted(draft: Draft) -> bool:

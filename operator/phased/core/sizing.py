@@ -20,6 +20,7 @@ from __future__ import annotations
 from phased.api.v1alpha1 import JobState, NodeRole, PhaseState
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.ledger import mark_replaced
 from phased.core.model import (
     Claimant,
     ClaimNode,
@@ -29,7 +30,7 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
 )
-from phased.core.phases import generation_pods, live
+from phased.core.phases import generation_pods, live, next_generation
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
@@ -119,7 +120,11 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
             _release(draft, node)
     while len(draft.held(NodeRole.ACTIVE)) < targets.active and draft.held(NodeRole.SPARE):
         spare = nearest_first(draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))[0]
-        _set_role(draft, spare, NodeRole.ACTIVE)
+        # A node that failed while no generation ran (e.g. between a gang restart and the
+        # next generation) is answered here: this promotion is its replacement.
+        answered = mark_replaced(draft.ledger, None, spare.name, draft.now)
+        draft.act(SetNodeRole(spare.name, NodeRole.ACTIVE, replaces=answered, at=draft.now))
+        draft.roles[spare.name] = NodeRole.ACTIVE
     need = targets.active - len(draft.held(NodeRole.ACTIVE))
     for node in nearest_first(free, draft.held(NodeRole.ACTIVE))[: max(0, need)]:
         _claim(draft, node, NodeRole.ACTIVE)
@@ -194,7 +199,8 @@ def start_generation(draft: Draft, type_key: str) -> bool:
     if not draft.snap.service_exists:
         draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))
     world = len(actives)
-    gen = draft.status.restart_generation
+    gen = next_generation(draft)
+    draft.set(restart_generation=gen)
     resource = gpu_resource(type_key, draft.settings)
     for rank in range(world):
         worker = Worker(
@@ -206,6 +212,8 @@ def start_generation(draft: Draft, type_key: str) -> bool:
             world_size=world,
             resource=resource,
             service_account=draft.settings.workers.service_account,
+            restarts=draft.status.restarts,
+            worker_restarts=draft.status.worker_restarts,
         )
         draft.act(CreatePod(manifest=worker.manifest()))
     draft.set(world_size=world)

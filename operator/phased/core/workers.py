@@ -116,6 +116,8 @@ class Worker:
     attempt: int = 0
     resource: str | None = None  # the GPU resource; None for a CPU phase
     service_account: str = ""
+    restarts: int = 0  # the job's restarts so far, all causes (status.restarts)
+    worker_restarts: int = 0  # of which workers failing on healthy nodes (the budget's)
 
     @property
     def name(self) -> str:
@@ -139,6 +141,8 @@ class Worker:
             labels.LABEL_GENERATION: str(self.generation),
             labels.LABEL_WORLD_SIZE: str(self.world_size),
             labels.LABEL_ATTEMPT: str(self.attempt),
+            labels.LABEL_RESTARTS: str(self.restarts),
+            labels.LABEL_WORKER_RESTARTS: str(self.worker_restarts),
             labels.LABEL_MANAGED_BY: labels.MANAGED_BY,
         }
 

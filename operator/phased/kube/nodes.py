@@ -35,6 +35,10 @@ def _labels(node: JSON) -> dict[str, str]:
     return dict(((node.get("metadata") or {}).get("labels")) or {})
 
 
+def _annotations(node: JSON) -> dict[str, str]:
+    return dict(((node.get("metadata") or {}).get("annotations")) or {})
+
+
 def _owner(node: JSON) -> str | None:
     return _labels(node).get(labels.LABEL_JOB_UID)
 
@@ -146,16 +150,29 @@ class NodeVerbs:
         return result is not None and _owner(result) == job.uid
 
     async def set_role(
-        self, name: str, job: JobRef, role: NodeRole, spare_taint: bool = False
+        self,
+        name: str,
+        job: JobRef,
+        role: NodeRole,
+        spare_taint: bool = False,
+        replaces: str | None = None,
     ) -> bool:
+        """Change a held node's role; ``replaces`` (see ``SetNodeRole``) is written on it, and
+        any earlier one cleared."""
+
         def mutate(node: JSON) -> JSON | None:
             if _owner(node) != job.uid:
                 return None
             taints = _role_taints(_taints(node), job.uid, role, spare_taint)
-            if _labels(node).get(labels.LABEL_ROLE) == role.value and taints == _taints(node):
+            note = _annotations(node).get(labels.ANNOTATION_REPLACES)
+            role_now = _labels(node).get(labels.LABEL_ROLE)
+            if role_now == role.value and taints == _taints(node) and note == replaces:
                 return None
             return {
-                "metadata": {"labels": {labels.LABEL_ROLE: role.value}},
+                "metadata": {
+                    "labels": {labels.LABEL_ROLE: role.value},
+                    "annotations": {labels.ANNOTATION_REPLACES: replaces},
+                },
                 "spec": {"taints": taints},
             }
 
@@ -175,7 +192,10 @@ class NodeVerbs:
                         labels.LABEL_JOB: None,
                         labels.LABEL_JOB_NAMESPACE: None,
                     },
-                    "annotations": {labels.ANNOTATION_CLAIMED_AT: None},
+                    "annotations": {
+                        labels.ANNOTATION_CLAIMED_AT: None,
+                        labels.ANNOTATION_REPLACES: None,
+                    },
                 },
                 "spec": {"taints": _without(_taints(node), labels.TAINT_POOL, labels.TAINT_SPARE)},
             }
