@@ -334,6 +334,7 @@ class Reconciler:
             service_exists=entry.service_ok,
             waiting=self._claimants(entry.ref.uid),
             known_node_names=self.nodes.names() if self.nodes.synced else None,
+            annotations=_phased_annotations(entry.raw),
         )
 
     def _claimants(self, me: str) -> tuple[Claimant, ...]:
@@ -531,6 +532,12 @@ def _with_deletions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     for key in old.keys() - new.keys():
         patch[key] = None
     return patch
+
+
+def _phased_annotations(raw: dict[str, Any]) -> dict[str, str]:
+    """The job's ``phased.dev/`` annotations (a person's instructions, e.g. proceed)."""
+    found = (raw.get("metadata") or {}).get("annotations") or {}
+    return {str(k): str(v) for k, v in found.items() if str(k).startswith(f"{labels.PREFIX}/")}
 
 
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:

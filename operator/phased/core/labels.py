@@ -21,6 +21,10 @@ TAINT_SPARE = f"{PREFIX}/spare"  # NoSchedule on a Preemptible spare (others may
 ANNOTATION_QUARANTINE = f"{PREFIX}/quarantine"  # JSON: reason, message, detected, cordoned, job
 ANNOTATION_CLAIMED_AT = f"{PREFIX}/claimed-at"
 
+# On TrainingJobs, set by a person (``phased proceed``): an RFC 3339 time at or after the
+# breaker tripped releases it once (see phased.core.failure).
+ANNOTATION_PROCEED = f"{PREFIX}/proceed-after-mass-failure"
+
 # On Pods and Services
 LABEL_PHASE = f"{PREFIX}/phase"
 LABEL_RANK = f"{PREFIX}/rank"

@@ -160,6 +160,7 @@ class Snapshot:
     service_exists: bool = False
     waiting: tuple[Claimant, ...] = ()  # other jobs waiting for capacity
     known_node_names: frozenset[str] | None = None  # None: the node view is not synced yet
+    annotations: Mapping[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
 
 
 # ---------------------------------------------------------------------------------------------
