@@ -111,6 +111,7 @@ class JobEntry:
     timer_due: float = 0.0
     rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
+    lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
 
 
 @dataclass
@@ -368,12 +369,14 @@ class Reconciler:
         job = entry.ref
         match action:
             case ClaimNode(node=name, resource_version=rv, role=role):
-                won = await self.node_verbs.claim(
+                claim = await self.node_verbs.claim(
                     name, rv, job, role, now, self._preemptible(entry)
                 )
-                if not won:
-                    logger.info("%s: node %s was not free any more", self._label(job.uid), name)
-                    self.trigger(job.uid, 0.1)
+                if claim.won:
+                    entry.lost_claims = 0
+                    self.nodes.refresh(name, claim.fresh)
+                else:
+                    self._lost_claim(entry, name, claim.fresh)
             case SetNodeRole(node=name, role=role):
                 preemptible = self._preemptible(entry)
                 await self.node_verbs.set_role(name, job, role, preemptible)
@@ -404,6 +407,21 @@ class Reconciler:
                 entry.service_ok = True
             case _:
                 logger.error("unknown action %r", action)
+
+    def _lost_claim(self, entry: JobEntry, name: str, fresh: dict[str, Any] | None) -> None:
+        """A claim decided on a stale view: put the node as the API holds it into the view
+        (or drop it, if it is gone) and decide again, backing off while claims keep losing."""
+        self.nodes.refresh(name, fresh)
+        entry.lost_claims += 1
+        delay = min(5.0, 0.1 * 2 ** min(entry.lost_claims - 1, 6))
+        log = logger.info if entry.lost_claims <= 3 else logger.debug
+        log(
+            "%s: node %s was not free as last seen; view refreshed, deciding again in %.1fs",
+            self._label(entry.ref.uid),
+            name,
+            delay,
+        )
+        self.trigger(entry.ref.uid, delay)
 
     @staticmethod
     def _preemptible(entry: JobEntry) -> bool:

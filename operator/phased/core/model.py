@@ -107,6 +107,10 @@ class PodInfo:
     started: datetime | None = None  # status.startTime
     exit_code: int | None = None
     reason: str = ""
+    # Why a Pending pod does not run: a container's waiting reason (ErrImagePull,
+    # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
+    waiting_reason: str = ""
+    waiting_message: str = ""
 
     @property
     def phase_name(self) -> str:

@@ -379,7 +379,7 @@ def gang_restart(draft: Draft, why: str) -> None:
     )
 
 
-def _replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
+def replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
     gen = draft.status.restart_generation
     for rank in sorted(set(ranks)):
         attempts = [_attempt(p) for p in pods if p.rank == rank]
@@ -419,7 +419,7 @@ def tend_generation(draft: Draft) -> None:
         losses.vanished.extend(losses.missing)
         losses.missing.clear()
     if losses.missing:
-        _replace_ranks(draft, pods, losses.missing, world)
+        replace_ranks(draft, pods, losses.missing, world)
     if not losses.restart_needed:
         return
     worker_fault = bool(losses.failed)
@@ -442,7 +442,7 @@ def tend_generation(draft: Draft) -> None:
     for pod in losses.failed:
         draft.act(DeletePod(pod.name, reason="worker failed; replaced"))
     ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
-    _replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
+    replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
     draft.event(
         NORMAL,
         "WorkersRestarted",
