@@ -3,6 +3,7 @@ or a person says proceed, with one event per transition and first-seen times tha
 restart while it holds."""
 
 from dataclasses import replace
+from datetime import timedelta
 
 from phased.api.v1alpha1 import FailureRecord, JobState, NodeRole, TrainingJobStatus
 from phased.core import labels
@@ -271,3 +272,25 @@ def test_tripping_again_after_recovery_is_a_new_transition_with_its_own_event():
     again = tuple(_nodes(3, since=at(40)))
     plan = decide(_again(snap, plan, nodes=again), SETTINGS, at(75))
     assert _breaker_events(plan) == ["MassFailure"]
+
+
+def test_nodes_still_within_their_grace_count_so_a_rack_is_one_event():
+    # a0 went dark a second before a1..a3: its grace runs out first, theirs a second later.
+    nodes_now = _nodes(0)
+    nodes_now[0] = with_ready(nodes_now[0], False, at(-31))
+    for i in (1, 2, 3):
+        nodes_now[i] = with_ready(nodes_now[i], False, at(-30) + timedelta(milliseconds=500))
+    snap = replace(_pool(0), nodes=tuple(nodes_now))
+    plan = decide(snap, SETTINGS, T0)
+    assert of_type(plan, QuarantineNode) == []
+    assert _breaker_events(plan) == ["MassFailure"]
+    plan = decide(_again(snap, plan), SETTINGS, at(1))
+    assert [h.node for h in plan.status.breaker.held] == ["a0", "a1", "a2", "a3"]
+    assert of_type(plan, QuarantineNode) == [] and _breaker_events(plan) == []
+
+
+def test_a_lone_failure_beside_one_suspect_in_a_big_pool_is_answered():
+    nodes_now = _nodes(1)
+    nodes_now[5] = with_ready(nodes_now[5], False, at(-5))
+    plan = decide(replace(_pool(0), nodes=tuple(nodes_now)), SETTINGS, T0)
+    assert [q.node for q in of_type(plan, QuarantineNode)] == ["a0"]

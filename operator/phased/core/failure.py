@@ -13,8 +13,10 @@ Only nodes the job holds as active or spare are examined. A node has failed when
 Until a grace runs out the node is a *suspect*, and decide asks to be called again exactly
 when it would run out.
 
-The breaker: when the failures found in one pass (none answered yet), plus those answered
-inside ``massFailure.window`` since the last release by a person, exceed ``maxFailedPercent``
+The breaker: when the failures found in one pass (none answered yet), plus the pool nodes
+in trouble but still within their grace (a rack going dark is one event even when its
+nodes' graces run out a second apart), plus those answered inside ``massFailure.window``
+since the last release by a person, exceed ``maxFailedPercent``
 of the pool (active + spares), it *trips*: none of them is answered — no cordon, no pod
 deletion, no swap — ``MassFailure`` is set and one Warning event says so, since so many
 nodes at once means the network or the power, and a person should look. One failure is
@@ -225,6 +227,7 @@ def judge_breaker(
     tripped: bool,
     tripped_at: datetime | None,
     failures: Sequence[Failure],
+    troubled: int,
     ledger: Sequence[FailureRecord],
     pool_size: int,
     policy: FailurePolicy,
@@ -235,9 +238,10 @@ def judge_breaker(
 ) -> BreakerVerdict:
     """The breaker's move for this pass (see the module docstring).
 
-    Not tripped: it trips when the failures found now (none answered yet) plus the failures
-    answered inside the window — those detected inside it and cordoned after the last
-    release by a person — exceed ``maxFailedPercent`` of the pool (at least one is always
+    Not tripped: it trips when the failures found now (none answered yet), plus the
+    ``troubled`` nodes still within their grace, plus the failures answered inside the
+    window — those detected inside it and cordoned after the last release by a person —
+    exceed ``maxFailedPercent`` of the pool (at least one is always
     allowed). Tripped: it holds until no held node is failed any more (``CLEAR``) or a
     person approves (``RELEASE``) with a proceed time at or after the trip, not the value
     that released it last time; the window plays no part once it holds.
@@ -254,7 +258,7 @@ def judge_breaker(
         if released_at is not None and cordoned is not None and cordoned <= released_at:
             continue
         answered += 1
-    count = len(failures) + (0 if tripped else answered)
+    count = len(failures) + (0 if tripped else troubled + answered)
     if tripped:
         approved = proceed_time(proceed)
         if not failures:

@@ -152,6 +152,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         tripped=tripped,
         tripped_at=_tripped_at(draft) if tripped else None,
         failures=failures,
+        troubled=len(draft.suspect_nodes - {f.node for f in failures}),
         ledger=draft.ledger,
         pool_size=len(held) + len(deleted),
         policy=policy,
