@@ -220,6 +220,7 @@ def test_a_persons_proceed_answers_every_held_failure_once_and_rearms_the_breake
     plan2 = decide(follow, SETTINGS, at(760))
     assert [q.node for q in of_type(plan2, QuarantineNode)] == ["a5"]
     assert _breaker_events(plan2) == []
+    assert _mass(plan2).reason == "ReleasedByPerson"  # the last transition stays readable
     # ... and a new mass failure trips it again, which the old proceed does not release.
     worse = [
         with_ready(n, False, at(770)) if n.name in {"a6", "a7", "a8"} else n

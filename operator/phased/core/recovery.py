@@ -190,8 +190,9 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         state = state.model_copy(
             update={"released_at": format_time(draft.now), "released_by": value}
         )
-    else:
+    elif find(draft.conditions, ConditionType.MASS_FAILURE) is None:
         draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
+    # Otherwise it is False already: its reason (Recovered, ReleasedByPerson) stays readable.
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
