@@ -112,6 +112,7 @@ class JobEntry:
     timer_due: float = 0.0
     rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
+    lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
 
 
 @dataclass
@@ -337,6 +338,7 @@ class Reconciler:
             service_exists=entry.service_ok,
             waiting=self._claimants(entry.ref.uid),
             known_node_names=self.nodes.names() if self.nodes.synced else None,
+            annotations=_phased_annotations(entry.raw),
         )
 
     def _claimants(self, me: str) -> tuple[Claimant, ...]:
@@ -370,12 +372,14 @@ class Reconciler:
         job = entry.ref
         match action:
             case ClaimNode(node=name, resource_version=rv, role=role):
-                won = await self.node_verbs.claim(
+                claim = await self.node_verbs.claim(
                     name, rv, job, role, now, self._preemptible(entry)
                 )
-                if not won:
-                    logger.info("%s: node %s was not free any more", self._label(job.uid), name)
-                    self.trigger(job.uid, 0.1)
+                if claim.won:
+                    entry.lost_claims = 0
+                    self.nodes.refresh(name, claim.fresh)
+                else:
+                    self._lost_claim(entry, name, claim.fresh)
             case SetNodeRole(node=name, role=role, replaces=lost, at=at):
                 preemptible = self._preemptible(entry)
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
@@ -407,6 +411,21 @@ class Reconciler:
                 entry.service_ok = True
             case _:
                 logger.error("unknown action %r", action)
+
+    def _lost_claim(self, entry: JobEntry, name: str, fresh: dict[str, Any] | None) -> None:
+        """A claim decided on a stale view: put the node as the API holds it into the view
+        (or drop it, if it is gone) and decide again, backing off while claims keep losing."""
+        self.nodes.refresh(name, fresh)
+        entry.lost_claims += 1
+        delay = min(5.0, 0.1 * 2 ** min(entry.lost_claims - 1, 6))
+        log = logger.info if entry.lost_claims <= 3 else logger.debug
+        log(
+            "%s: node %s was not free as last seen; view refreshed, deciding again in %.1fs",
+            self._label(entry.ref.uid),
+            name,
+            delay,
+        )
+        self.trigger(entry.ref.uid, delay)
 
     @staticmethod
     def _preemptible(entry: JobEntry) -> bool:
@@ -543,6 +562,12 @@ def status_patch(new: dict[str, Any], stored: Any, unreadable: tuple[str, ...]) 
     old = stored if isinstance(stored, dict) else {}
     keep = {k: v for k, v in new.items() if k not in unreadable}
     return _with_deletions(keep, {k: v for k, v in old.items() if k not in unreadable})
+
+
+def _phased_annotations(raw: dict[str, Any]) -> dict[str, str]:
+    """The job's ``phased.dev/`` annotations (a person's instructions, e.g. proceed)."""
+    found = (raw.get("metadata") or {}).get("annotations") or {}
+    return {str(k): str(v) for k, v in found.items() if str(k).startswith(f"{labels.PREFIX}/")}
 
 
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:

@@ -354,6 +354,18 @@ INVALID_CASES: list[InvalidCase] = [
         "failurePolicy.gpuDropGrace must be at most 1d",
     ),
     InvalidCase(
+        "a pending grace longer than a day is refused",
+        job(_set("spec.failurePolicy", {"pendingGrace": "25h"})),
+        "failurePolicy.pendingGrace must be at most 1d, got 25h",
+        "failurePolicy.pendingGrace must be at most 1d",
+    ),
+    InvalidCase(
+        "the admission timeout action is Wait or Fail",
+        job(_set("spec.admission", {"onTimeout": "Retry"})),
+        "spec.admission.onTimeout: Input should be 'Wait' or 'Fail'",
+        'spec.admission.onTimeout: Unsupported value: "Retry"',
+    ),
+    InvalidCase(
         "the restart scope is Gang or Worker",
         job(_set("spec.failurePolicy", {"restartScope": "Node"})),
         "spec.failurePolicy.restartScope: Input should be 'Gang' or 'Worker'",

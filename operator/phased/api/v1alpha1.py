@@ -289,6 +289,10 @@ class MassFailure(_Model):
 
 class FailurePolicy(_Model):
     not_ready_grace: Duration = "30s"
+    # A worker Pending this long (unschedulable, image pull errors...) is a failed start.
+    pending_grace: Duration = "10m"
+    # Failed starts retried per phase (a new generation, or the stuck ranks) before it fails.
+    pending_restarts: int = Field(default=1, ge=0, le=100)
     gpu_fault_conditions: list[
         Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$", max_length=63)]
     ] = Field(default_factory=lambda: ["GPUXidError", "GPUUnhealthy"], max_length=16)
@@ -302,6 +306,20 @@ class FailurePolicy(_Model):
     mass_failure: MassFailure = Field(default_factory=MassFailure)
 
 
+class AdmissionTimeoutAction(StrEnum):
+    """What a job does when it has waited ``admission.waitTimeout`` for its ``nodes.min``."""
+
+    WAIT = "Wait"  # keep its place in line, with the AdmissionTimedOut condition and an event
+    FAIL = "Fail"  # the job fails (reason AdmissionTimedOut)
+
+
+class Admission(_Model):
+    """Gang admission: how long a phase may wait for its ``nodes.min``, and what then."""
+
+    wait_timeout: Duration = "1h"
+    on_timeout: AdmissionTimeoutAction = AdmissionTimeoutAction.WAIT
+
+
 class Checkpoint(_Model):
     interval: Duration = "1h"
     path: str = Field(default="/checkpoints", min_length=1, max_length=1024, pattern=r"^/")
@@ -313,6 +331,7 @@ class TrainingJobSpec(_Model):
     spares: Spares = Field(default_factory=Spares)
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    admission: Admission = Field(default_factory=Admission)
     priority: int = Field(default=0, ge=-1000, le=1000)
 
     @model_validator(mode="after")
@@ -327,7 +346,7 @@ class TrainingJobSpec(_Model):
                     f"phase {phase.name!r} has no worker image: set spec.template.image "
                     "or the phase's template.image"
                 )
-        for field in ("not_ready_grace", "gpu_fault_grace", "gpu_drop_grace"):
+        for field in ("not_ready_grace", "gpu_fault_grace", "gpu_drop_grace", "pending_grace"):
             value = getattr(self.failure_policy, field)
             if parse_duration(value) > 86400:
                 raise ValueError(f"failurePolicy.{to_camel(field)} must be at most 1d, got {value}")
@@ -378,6 +397,7 @@ class PhaseRecord(_Status):
     busy_gpu_hours: float = 0.0  # GPUs that ran a Running worker
     cost: float = 0.0
     waiting_seconds: float = 0.0
+    pending_restarts: int = 0  # failed starts (workers stuck Pending) retried in this phase
 
 
 class FailureRecord(_Status):
@@ -403,6 +423,24 @@ class Suspect(_Status):
     reason: str  # a FailureReason value
     since: str  # when the trouble began (condition transition, or first seen)
     message: str = ""
+
+
+class HeldFailure(_Status):
+    """A failed node the breaker holds: not cordoned, not swapped, its trouble kept as seen."""
+
+    node: str
+    role: str  # active | spare
+    reason: str  # a FailureReason value
+    since: str  # when the trouble began; never restarted while held
+    message: str = ""
+
+
+class Breaker(_Status):
+    """The blast-radius breaker's memory (its state is the MassFailure condition)."""
+
+    held: list[HeldFailure] = Field(default_factory=list)
+    released_at: str | None = None  # the last release by a person
+    released_by: str | None = None  # the proceed annotation's value that released it
 
 
 class Pool(_Status):
@@ -480,6 +518,7 @@ class TrainingJobStatus(_Status):
     suspects: list[Suspect] = Field(default_factory=list)
     # Restarts caused by workers failing on healthy nodes: the ones restartBudget limits.
     worker_restarts: int = 0
+    breaker: Breaker = Field(default_factory=Breaker)
 
     def to_k8s(self) -> dict[str, Any]:
         """The status as the API expects it: camelCase keys, no nulls."""

@@ -3,7 +3,8 @@
 Order of one call for a valid, live job: account the interval since the last call; recover
 ledger entries from quarantine notes; find the position (phase, generation) from status and
 pods; time-out and completion checks (possibly advancing several phases); failure detection
-and quarantine; keep the running generation whole (promote, restart); take healed nodes
+and quarantine (or the breaker's hold); keep the running generation whole (promote,
+restart); answer workers stuck Pending; take healed nodes
 back; size the pool and start the next generation; then interruption, conditions, summary.
 
 Deletion (``job.deleting``): every worker is deleted explicitly (owner references would
@@ -53,6 +54,7 @@ from phased.core.pools import CPU_TYPE
 from phased.core.recovery import handle_failures, recover_ledger, return_healed, tend_generation
 from phased.core.settings import Settings
 from phased.core.sizing import phase_type, size_and_start
+from phased.core.starts import tend_starts
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.validate import spec_problems
 
@@ -96,6 +98,8 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     type_key = phase_type(draft)
     handle_failures(draft, type_key)
     tend_generation(draft)
+    if draft.status.state not in TERMINAL:
+        tend_starts(draft)
     if draft.status.state in TERMINAL:
         return _finish(draft, finished=settle(draft))
     return_healed(draft, type_key)
@@ -296,7 +300,10 @@ def _state(draft: Draft) -> JobState:
     if any(e.resumed is None for e in draft.ledger) or draft.breaker_nodes:
         return JobState.RECOVERING
     created = any(_is_pod_action(a) for a in draft.actions)
-    if live(generation_pods(draft)) or created:
+    pods = live(generation_pods(draft))
+    if any(p.phase == PodPhase.PENDING for p in pods) and not created:
+        return JobState.PENDING  # workers not started yet (WorkersPending says if stuck)
+    if pods or created:
         return JobState.RUNNING
     return JobState.PENDING
 
@@ -347,6 +354,10 @@ def _message(draft: Draft, state: JobState) -> str:
         return f"phase {phase}: recovering from node failure"
     if state == JobState.RUNNING:
         return f"phase {phase} running on {draft.status.world_size} nodes"
+    pods = live(generation_pods(draft))
+    waiting = sum(1 for p in pods if p.phase == PodPhase.PENDING)
+    if waiting:
+        return f"phase {phase}: {waiting} of {len(pods)} workers not started yet"
     return f"phase {phase}: preparing the pool"
 
 

@@ -24,6 +24,10 @@ ANNOTATION_CLAIMED_AT = f"{PREFIX}/claimed-at"
 # entry rebuilt after a lost status write still knows its replacement.
 ANNOTATION_REPLACES = f"{PREFIX}/replaces"
 
+# On TrainingJobs, set by a person (``phased proceed``): an RFC 3339 time at or after the
+# breaker tripped releases it once (see phased.core.failure).
+ANNOTATION_PROCEED = f"{PREFIX}/proceed-after-mass-failure"
+
 # On Pods and Services
 LABEL_PHASE = f"{PREFIX}/phase"
 LABEL_RANK = f"{PREFIX}/rank"

@@ -107,6 +107,10 @@ class PodInfo:
     started: datetime | None = None  # status.startTime
     exit_code: int | None = None
     reason: str = ""
+    # Why a Pending pod does not run: a container's waiting reason (ErrImagePull,
+    # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
+    waiting_reason: str = ""
+    waiting_message: str = ""
 
     @property
     def phase_name(self) -> str:
@@ -162,6 +166,7 @@ class Snapshot:
     known_node_names: frozenset[str] | None = None  # None: the node view is not synced yet
     # Top-level status fields that could not be read: left out of ``status``, never written.
     unreadable_status: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,10 +7,14 @@ every label of the phase's GPU type (from the settings) and allocates at least
 ``gpusPerNode`` of the type's resource; a CPU phase wants the ``cpu.node_labels`` and no GPU
 resource at all. Phased never acts on a node that is neither free nor its own.
 
-Fairness: free nodes of a type go to the first waiting job in line for that type: higher
-``spec.priority`` first, then the older job, then the smaller UID. A job that is below its
-phase's ``nodes.min`` and not first in line gives back what it holds for the phase, so two
-half-claimed jobs can never block each other.
+Gang admission and fairness: a phase whose pool is being formed either reaches ``nodes.min``
+in one pass — what it holds plus the free nodes not reserved for jobs ahead of it in line —
+and claims it all at once, or holds nothing (it gives back what it held for the phase). The
+line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
+ahead that waits for the type reserves the nodes it still needs. A job whose ``nodes.min``
+exceeds every node of the type in the cluster reserves nothing (it could never start, and
+must not block those that can). Spare refills of running jobs, and a started phase re-forming
+after a failure, never wait in line.
 """
 
 from __future__ import annotations
@@ -152,6 +156,30 @@ def first_in_line(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> b
     """No other waiting job that wants ``type_key`` is ahead of ``me``."""
     return not any(
         c.uid != me.uid and c.wants.get(type_key, 0) > 0 and ahead_of(c, me) for c in waiting
+    )
+
+
+def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> int:
+    """Free nodes of ``type_key`` kept for the waiting jobs ahead of ``me``: what each still
+    needs to reach its ``nodes.min``. A job publishes its need only while the cluster has
+    enough nodes of the type for it, so a job that can never start reserves nothing."""
+    return sum(
+        c.wants.get(type_key, 0)
+        for c in waiting
+        if c.uid != me.uid and c.wants.get(type_key, 0) > 0 and ahead_of(c, me)
+    )
+
+
+def type_total(
+    nodes: Iterable[NodeInfo], type_key: str, gpus_per_node: int, settings: Settings
+) -> int:
+    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones excepted:
+    the most a phase of this type could ever be given as the cluster stands."""
+    return sum(
+        1
+        for n in nodes
+        if n.labels.get(labels.LABEL_ROLE) != "quarantined"
+        and matches(n, type_key, gpus_per_node, settings)
     )
 
 

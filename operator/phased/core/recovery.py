@@ -29,20 +29,32 @@ fails again opens a new ledger entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
     FailureRecord,
+    HeldFailure,
     JobState,
     NodeReturnPolicy,
     NodeRole,
     RestartScope,
+    Suspect,
 )
 from phased.core import labels
-from phased.core.conditions import ConditionType
+from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
-from phased.core.failure import Failure, breaker, choose_spare, detect, healthy_since
+from phased.core.failure import (
+    BreakerMove,
+    BreakerVerdict,
+    Failure,
+    choose_spare,
+    detect,
+    healthy_since,
+    judge_breaker,
+)
 from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
     CreatePod,
@@ -89,16 +101,36 @@ def recover_ledger(draft: Draft) -> None:
 
 
 def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
+    """Pool nodes, and nodes the breaker holds, that a synced node view no longer has."""
     known = draft.snap.known_node_names
     if known is None:
         return []
     pool = draft.status.pool
     gone = [(n, NodeRole.ACTIVE) for n in pool.active] + [(n, NodeRole.SPARE) for n in pool.spares]
-    return [(n, role) for n, role in gone if n not in draft.nodes and n not in known]
+    gone += [(h.node, _role(h.role)) for h in draft.status.breaker.held]
+    seen: set[str] = set()
+    out: list[tuple[str, NodeRole]] = []
+    for name, role in gone:
+        if name not in draft.nodes and name not in known and name not in seen:
+            seen.add(name)
+            out.append((name, role))
+    return out
+
+
+def _role(value: str) -> NodeRole:
+    return NodeRole.SPARE if value == NodeRole.SPARE.value else NodeRole.ACTIVE
+
+
+def _held_as_suspects(draft: Draft) -> list[Suspect]:
+    """What the breaker holds, in the form detection reads first-seen times from."""
+    return [
+        Suspect(node=h.node, reason=h.reason, since=h.since, message=h.message)
+        for h in draft.status.breaker.held
+    ]
 
 
 def handle_failures(draft: Draft, type_key: str) -> None:
-    """Detect failed nodes, run the breaker, quarantine and record what it lets through."""
+    """Detect failed nodes, ask the breaker, quarantine and record what it lets through."""
     policy = draft.spec.failure_policy
     held = {n: r for n, r in draft.roles.items() if r in (NodeRole.ACTIVE, NodeRole.SPARE)}
     deleted = _deleted_nodes(draft)
@@ -109,24 +141,112 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         policy,
         gpu_resource(type_key, draft.settings),
         draft.phase.gpus_per_node,
-        draft.status.suspects,
+        [*draft.status.suspects, *_held_as_suspects(draft)],
         draft.now,
     )
     draft.set(suspects=list(found.suspects))
     draft.suspect_nodes = {s.node for s in found.suspects}
     draft.later(found.wake_in)
-    failures = list(found.failures)
-    check = breaker(draft.ledger, failures, len(held) + len(deleted), policy, draft.now)
-    if check.tripped:
-        draft.condition(ConditionType.MASS_FAILURE, True, "MassFailure", check.message, WARNING)
-        draft.breaker_nodes = {f.node for f in failures}
-        draft.later(check.wake_in)
+    failures = _keep_held_times(draft, found.failures)
+    state = draft.status.breaker
+    tripped = draft.is_true(ConditionType.MASS_FAILURE)
+    verdict = judge_breaker(
+        tripped=tripped,
+        tripped_at=_tripped_at(draft) if tripped else None,
+        failures=failures,
+        troubled=len(draft.suspect_nodes - {f.node for f in failures}),
+        ledger=draft.ledger,
+        pool_size=len(held) + len(deleted),
+        policy=policy,
+        proceed=draft.snap.annotations.get(labels.ANNOTATION_PROCEED),
+        released_at=parse_time(state.released_at),
+        released_by=state.released_by,
+        now=draft.now,
+    )
+    if verdict.holds:
+        _hold(draft, verdict, failures)
         return
-    if draft.is_true(ConditionType.MASS_FAILURE):
-        draft.event(NORMAL, "MassFailureCleared", "failures are back under the breaker's limit")
-    draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
+    if verdict.move == BreakerMove.CLEAR:
+        draft.condition(
+            ConditionType.MASS_FAILURE, False, "Recovered", "every node the breaker held recovered"
+        )
+        draft.event(
+            NORMAL,
+            "MassFailureCleared",
+            "every node the breaker held recovered; nothing was quarantined",
+        )
+    elif verdict.move == BreakerMove.RELEASE:
+        value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED, "")
+        draft.condition(
+            ConditionType.MASS_FAILURE,
+            False,
+            "ReleasedByPerson",
+            f"released by {labels.ANNOTATION_PROCEED}={value}",
+        )
+        draft.event(
+            NORMAL,
+            "MassFailureReleased",
+            f"released by {labels.ANNOTATION_PROCEED}={value}: answering {len(failures)} "
+            "failed node(s); the breaker is armed again for new failures",
+        )
+        state = state.model_copy(
+            update={"released_at": format_time(draft.now), "released_by": value}
+        )
+    elif find(draft.conditions, ConditionType.MASS_FAILURE) is None:
+        draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
+    # Otherwise it is False already: its reason (Recovered, ReleasedByPerson) stays readable.
+    draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
+
+
+def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
+    """A failure the breaker already holds keeps the time it was first held with."""
+    since = {(h.node, h.reason): parse_time(h.since) for h in draft.status.breaker.held}
+    out = []
+    for failure in failures:
+        first = since.get((failure.node, failure.reason.value))
+        if first is not None and first < failure.detected:
+            failure = replace(failure, detected=first)
+        out.append(failure)
+    return out
+
+
+def _tripped_at(draft: Draft) -> datetime | None:
+    cond = find(draft.conditions, ConditionType.MASS_FAILURE)
+    return parse_time(cond.last_transition_time) if cond is not None else None
+
+
+def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) -> None:
+    names = sorted(f.node for f in failures)
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    job = draft.snap.job
+    message = (
+        f"{verdict.count} of {verdict.pool_size} pool nodes ({verdict.percent:.0f}%) failed "
+        f"together, more than the {draft.spec.failure_policy.mass_failure.max_failed_percent}% "
+        "allowed: automatic remediation "
+        f"paused; holding {shown}. It resumes when they recover, or run "
+        f"`phased proceed {job.namespace}/{job.name}` to answer them"
+    )
+    if verdict.move == BreakerMove.HOLD:
+        message = (
+            f"holding {len(names)} failed node(s) of {verdict.pool_size}: {shown}. Automatic "
+            f"remediation resumes when they recover, or run "
+            f"`phased proceed {job.namespace}/{job.name}` to answer them"
+        )
+    draft.condition(ConditionType.MASS_FAILURE, True, "MassFailure", message, WARNING)
+    draft.breaker_nodes = set(names)
+    held = [
+        HeldFailure(
+            node=f.node,
+            role=f.role.value,
+            reason=f.reason.value,
+            since=format_time(f.detected),
+            message=f.message,
+        )
+        for f in sorted(failures, key=lambda f: f.node)
+    ]
+    draft.set(breaker=draft.status.breaker.model_copy(update={"held": held}))
 
 
 def _quarantine(draft: Draft, failure: Failure) -> None:
@@ -255,7 +375,7 @@ def gang_restart(draft: Draft, why: str) -> None:
     )
 
 
-def _replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
+def replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
     gen = draft.status.restart_generation
     for rank in sorted(set(ranks)):
         attempts = [_attempt(p) for p in pods if p.rank == rank]
@@ -297,7 +417,7 @@ def tend_generation(draft: Draft) -> None:
         losses.vanished.extend(losses.missing)
         losses.missing.clear()
     if losses.missing:
-        _replace_ranks(draft, pods, losses.missing, world)
+        replace_ranks(draft, pods, losses.missing, world)
     if not losses.restart_needed:
         # A node can leave the pool while no worker of this generation runs on it yet (its
         # worker still Pending): nothing to restart, but its place is filled all the same.
@@ -322,7 +442,7 @@ def tend_generation(draft: Draft) -> None:
         gang_restart(draft, why)
         return
     ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
-    _replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
+    replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
     draft.event(
         NORMAL,
         "WorkersRestarted",

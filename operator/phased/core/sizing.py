@@ -11,14 +11,21 @@ active claim is still in flight (so the world size includes them): one per activ
 While a generation runs, only the spares move: refilled from free nodes up to
 ``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``.
 
-Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
-tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
+Gang admission: a phase being formed claims its whole pool in one pass once what it holds
+plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min``; otherwise
+it holds nothing (it gives back what it held), says so in ``CapacityShort`` and publishes
+``waiting_for`` (its ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
+that has started before (re-forming after a failure) and a running generation's spare refill
+never wait in line. After ``admission.waitTimeout`` of waiting (counted from
+``CapacityShort``'s transition) the job gets ``AdmissionTimedOut`` and a Warning event and
+keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
 """
 
 from __future__ import annotations
 
-from phased.api.v1alpha1 import JobState, NodeRole, PhaseState
-from phased.core.conditions import ConditionType
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import AdmissionTimeoutAction, JobState, NodeRole, PhaseState
+from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.ledger import mark_replaced
 from phased.core.model import (
@@ -30,20 +37,21 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
 )
-from phased.core.phases import generation_pods, live, next_generation
+from phased.core.phases import fail, generation_pods, live, next_generation
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
     choose_type,
     farthest_first,
-    first_in_line,
     free_matching,
     gpu_resource,
     has_type_labels,
     nearest_first,
+    reserved_ahead,
     type_keys,
+    type_total,
 )
-from phased.core.times import format_time
+from phased.core.times import format_time, parse_time
 from phased.core.workers import Worker, service_manifest
 
 
@@ -53,10 +61,7 @@ def phase_type(draft: Draft) -> str:
     if chosen is not None and chosen in type_keys(draft.phase):
         return chosen
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
-    free = {
-        key: free_matching(_unheld(draft), key, draft.phase.gpus_per_node, draft.settings)
-        for key in type_keys(draft.phase)
-    }
+    free = {key: _available(draft, key)[0] for key in type_keys(draft.phase)}
     return choose_type(draft.phase, held, free, draft.settings)[0]
 
 
@@ -71,6 +76,22 @@ def _label(type_key: str) -> str:
 def _me(draft: Draft, type_key: str, missing: int) -> Claimant:
     job = draft.snap.job
     return Claimant(job.uid, draft.spec.priority, job.created, {type_key: max(missing, 1)})
+
+
+def _started(draft: Draft) -> bool:
+    """The phase has run (its workers were created once): re-forming it after a failure is
+    a replacement, which never waits in line."""
+    return draft.record.start_time is not None
+
+
+def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
+    """Free matching nodes this job may claim now, and how many are reserved for jobs ahead."""
+    free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
+    if _started(draft):
+        return free, 0
+    reserved = reserved_ahead(_me(draft, type_key, 1), draft.snap.waiting, type_key)
+    keep = max(0, len(free) - reserved)
+    return nearest_first(free, draft.held(NodeRole.ACTIVE))[:keep], min(reserved, len(free))
 
 
 def _claim(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
@@ -94,21 +115,18 @@ def form_pool(draft: Draft, type_key: str) -> None:
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
         if not has_type_labels(node, type_key, draft.settings):
             _release(draft, node)
-    held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
-    free = free_matching(_unheld(draft), type_key, phase.gpus_per_node, draft.settings)
-    allowed = first_in_line(
-        _me(draft, type_key, phase.nodes.min - held), draft.snap.waiting, type_key
-    )
-    if not allowed:
-        free = []
-        if held < phase.nodes.min:  # give way: never sit on half a pool another job needs
-            for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
-                _release(draft, node)
-            held = 0
-    targets = Targets.for_available(phase, draft.spec.spares.count, held + len(free))
+    held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
+    free, reserved = _available(draft, type_key)
+    if len(held) + len(free) < phase.nodes.min:
+        # Gang admission: never sit on part of a pool, idle, while others could use it.
+        for node in held:
+            _release(draft, node)
+        _report_capacity(draft, type_key, len(held) + len(free), reserved)
+        return
+    targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
     _fit_actives(draft, targets, free)
     _fit_spares(draft, targets.spares, free)
-    _report_capacity(draft, type_key, targets.active)
+    _admitted(draft)
 
 
 def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
@@ -145,24 +163,64 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     return len(picked)
 
 
-def _report_capacity(draft: Draft, type_key: str, have: int) -> None:
-    need = draft.phase.nodes.min
-    if have >= need:
-        draft.set(waiting_for={})
-        draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
-        return
-    missing = need - have
+def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> None:
+    """The phase cannot have its ``nodes.min`` now: say why, join the line, mind the timeout."""
+    phase = draft.phase
+    need = phase.nodes.min
+    total = type_total(draft.nodes.values(), type_key, phase.gpus_per_node, draft.settings)
+    label = _label(type_key)
+    if total < need:
+        detail = f"the cluster has only {total} such nodes"
+        draft.set(waiting_for={})  # it could never start as things stand: block nobody
+    else:
+        detail = f"{could} could be claimed now" + (
+            f" ({reserved} free ones are kept for jobs ahead in line)" if reserved else ""
+        )
+        draft.set(waiting_for={type_key: need})
     message = (
-        f"need {need} {_label(type_key)} nodes for phase {draft.phase.name}, "
-        f"have {have} ({missing} missing)"
+        f"need {need} {label} nodes for phase {phase.name} at once, {detail}; "
+        "holding none until they can all be claimed"
     )
     draft.waiting = True
-    draft.set(waiting_for={type_key: missing})
     draft.condition(ConditionType.CAPACITY_SHORT, True, "NotEnoughNodes", message, WARNING)
+    _wait_timeout(draft)
+
+
+def _wait_timeout(draft: Draft) -> None:
+    """``admission.waitTimeout`` after the phase began to wait: condition and event, or fail."""
+    admission = draft.spec.admission
+    cond = find(draft.conditions, ConditionType.CAPACITY_SHORT)
+    since = parse_time(cond.last_transition_time) if cond is not None else None
+    limit = parse_duration(admission.wait_timeout)
+    if since is None:
+        return
+    left = limit - (draft.now - since).total_seconds()
+    if left > 0:
+        draft.later(left)
+        return
+    message = (
+        f"phase {draft.phase.name} has waited for its nodes since {format_time(since)}, "
+        f"longer than admission.waitTimeout {admission.wait_timeout}"
+    )
+    if admission.on_timeout == AdmissionTimeoutAction.FAIL:
+        fail(draft, "AdmissionTimedOut", message)
+        return
+    draft.condition(
+        ConditionType.ADMISSION_TIMED_OUT, True, "WaitTimeout", message + "; still waiting", WARNING
+    )
+
+
+def _admitted(draft: Draft) -> None:
+    draft.set(waiting_for={})
+    draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
+    draft.condition(ConditionType.ADMISSION_TIMED_OUT, False, "Admitted", "")
 
 
 def refill_spares(draft: Draft, type_key: str) -> None:
-    """While a generation runs: spares back up to ``spares.count``, none beyond the cap."""
+    """While a generation runs: spares back up to ``spares.count``, none beyond the cap.
+
+    A running job refills from any free matching node: jobs waiting in line do not hold
+    back the spares that keep a running one whole."""
     for node in draft.held(NodeRole.SPARE):
         if not has_type_labels(node, type_key, draft.settings):
             _release(draft, node)
@@ -170,11 +228,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     short = wanted - len(draft.held(NodeRole.SPARE))
     free: list[NodeInfo] = []
     if short > 0:
-        candidates = free_matching(
-            _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings
-        )
-        if first_in_line(_me(draft, type_key, short), draft.snap.waiting, type_key):
-            free = candidates
+        free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
     room = draft.phase.nodes.max + wanted - len(draft.held(NodeRole.ACTIVE))
     claimed = _fit_spares(draft, max(0, min(wanted, room)), free)
     if claimed:
@@ -185,8 +239,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
         )
     if len(draft.held(NodeRole.SPARE)) >= wanted > 0:
         draft.condition(ConditionType.SPARES_EXHAUSTED, False, "SparesHeld", "")
-    draft.set(waiting_for={})
-    draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
+    _admitted(draft)
 
 
 def start_generation(draft: Draft, type_key: str) -> bool:

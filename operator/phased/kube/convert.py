@@ -90,6 +90,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
             exit_code = terminated.get("exitCode")
             reason = str(terminated.get("reason") or reason)
             break
+    waiting_reason, waiting_message = _waiting(status)
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
@@ -106,7 +107,25 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         started=parse_time(status.get("startTime")),
         exit_code=exit_code,
         reason=reason,
+        waiting_reason=waiting_reason,
+        waiting_message=waiting_message,
     )
+
+
+def _waiting(status: dict[str, Any]) -> tuple[str, str]:
+    """Why a pod is not running yet: a container's waiting reason, else the scheduler's."""
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or []:
+            waiting = ((cs or {}).get("state") or {}).get("waiting") or {}
+            reason = str(waiting.get("reason") or "")
+            if reason and reason not in ("ContainerCreating", "PodInitializing"):
+                return reason, str(waiting.get("message") or "")[:256]
+    for cond in status.get("conditions") or []:
+        scheduled = isinstance(cond, dict) and cond.get("type") == "PodScheduled"
+        if scheduled and cond.get("status") == "False":
+            reason = str(cond.get("reason") or "Unschedulable")
+            return reason, str(cond.get("message") or "")[:256]
+    return "", ""
 
 
 def job_ref_from_raw(raw: dict[str, Any]) -> JobRef:

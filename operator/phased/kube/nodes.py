@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -65,6 +66,15 @@ def is_claimable(node: JSON) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of a claim: won or not, and the node as last read from the API (``None``
+    when it is gone)."""
+
+    won: bool
+    fresh: JSON | None
+
+
 class NodeVerbs:
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
@@ -116,10 +126,14 @@ class NodeVerbs:
         role: NodeRole,
         now: datetime,
         spare_taint: bool = False,
-    ) -> bool:
-        """Take a free node for ``job``. False when it is no longer free (another job won)."""
+    ) -> Claim:
+        """Take a free node for ``job``. ``won`` is False when it is no longer free as the
+        decision saw it (another job won, or it changed since); ``fresh`` is then the node as
+        the API holds it now, for the caller's view."""
+        seen: list[JSON] = []
 
         def mutate(node: JSON) -> JSON | None:
+            seen[:] = [node]
             owner = _owner(node)
             if owner == job.uid:
                 return (
@@ -147,7 +161,9 @@ class NodeVerbs:
             }
 
         result = await self._update(name, mutate)
-        return result is not None and _owner(result) == job.uid
+        if result is not None and _owner(result) == job.uid:
+            return Claim(won=True, fresh=result)
+        return Claim(won=False, fresh=seen[0] if seen else None)
 
     async def set_role(
         self,
