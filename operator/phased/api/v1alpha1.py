@@ -360,6 +360,8 @@ class PhaseRecord(_Status):
     name: str
     state: PhaseState = PhaseState.PENDING
     gpu_type: str | None = None
+    gpus_per_node: int | None = None  # the GPU shape the phase started with
+    gpu_types: list[str] | None = None
     start_time: str | None = None
     end_time: str | None = None
     nodes: int = 0  # active nodes now (or at the end)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
+    MAX_NODES,
     FailureRecord,
     JobState,
     NodeReturnPolicy,
@@ -292,6 +293,8 @@ def tend_generation(draft: Draft) -> None:
     pods = generation_pods(draft)
     if not live(pods):
         return
+    if _shrink_to_max(draft, pods):
+        return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
     if losses.missing and _swap_interrupted(draft):
@@ -331,6 +334,28 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _shrink_to_max(draft: Draft, pods: list[PodInfo]) -> bool:
+    """``nodes.max`` was lowered below the running world: restart the gang at once at the new
+    size (sizing then keeps ``max`` actives and makes the rest spares or gives them back).
+
+    Not a failure: neither ``restarts`` nor the restart budget counts it, and no ledger
+    entry is written. Raising ``max`` restarts nothing: the pool grows at the next start of
+    a generation (a restart or the next phase).
+    """
+    limit = draft.phase.nodes.max
+    world = draft.status.world_size or world_of(live(pods), 0, MAX_NODES)
+    if world <= limit:
+        return False
+    draft.event(
+        NORMAL,
+        "PoolShrinking",
+        f"phase {draft.phase.name}: nodes.max lowered to {limit} while {world} workers run; "
+        f"restarting the gang on {limit} nodes from the last checkpoint",
+    )
+    gang_restart(draft, f"nodes.max lowered from {world} to {limit}")
+    return True
 
 
 def _swap_interrupted(draft: Draft) -> bool:
