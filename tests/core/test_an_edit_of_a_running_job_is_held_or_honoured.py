@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobSpec, parse_spec
+from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobSpec, TrainingJobStatus, parse_spec
+from phased.core.decide import decide
 from phased.core.model import (
     ClaimNode,
     CreatePod,
@@ -19,7 +20,20 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
 )
-from tests.core.builders import Cluster, events, node, nodes, of_type, phase, spec
+from tests.core.builders import (
+    SETTINGS,
+    T0,
+    Cluster,
+    events,
+    node,
+    nodes,
+    of_type,
+    owned,
+    phase,
+    pod,
+    snapshot,
+    spec,
+)
 
 PHASES = (
     phase("preprocess", 2, 2),
@@ -261,3 +275,15 @@ def test_a_node_view_without_capacity_still_counts_allocatable_gpus() -> None:
     cluster = Cluster(spec(phase("train", 1, 1)), {bare.name: bare})
     cluster.settle()
     assert cluster.status.state == JobState.RUNNING
+
+
+def test_a_world_size_left_from_the_previous_phase_restarts_nothing() -> None:
+    """A transition's status write was lost: the status still names preprocess and its world
+    of 8, the pods say train runs on 2 (its max). No resize restart."""
+    the_spec = spec(phase("preprocess", 8, 8), phase("train", 2, 2))
+    held = [owned(n, NodeRole.ACTIVE) for n in nodes("h", 2)]
+    pods = [pod(f"llm-train-g0-{i}", "train", i, world=2, node_name=f"h0{i}") for i in range(2)]
+    status = TrainingJobStatus(phase="preprocess", state=JobState.RUNNING, world_size=8)
+    plan = decide(snapshot(the_spec, held, pods, status), SETTINGS, T0)
+    assert not of_type(plan, DeletePod) and not of_type(plan, CreatePod)
+    assert plan.status.phase == "train" and plan.status.restart_generation == 0

@@ -345,7 +345,10 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo]) -> bool:
     a generation (a restart or the next phase).
     """
     limit = draft.phase.nodes.max
-    world = draft.status.world_size or world_of(live(pods), 0, MAX_NODES)
+    # The workers' world-size labels, else the status's world size if it is this phase's
+    # (after a transition whose status write was lost, it is the previous phase's).
+    same = draft.snap.status.phase == draft.phase.name
+    world = world_of(live(pods), draft.snap.status.world_size if same else 0, MAX_NODES)
     if world <= limit:
         return False
     draft.event(
