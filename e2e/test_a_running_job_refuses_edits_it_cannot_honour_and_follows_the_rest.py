@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from e2e import lib
-from e2e.harness import Operator
+from e2e.harness import CRD, Operator
 from e2e.operator_fixtures import apply, get_job, live_workers, nodes_of, status, wait_state
 from tests.api.invalid_cases import EDIT_CASES, EditCase, running_job
 
@@ -178,4 +178,82 @@ def test_a_running_job_refuses_a_new_gpu_shape_and_follows_fewer_nodes_and_more_
         c["type"] == "InvalidSpec" and c["status"] == "True" for c in st.get("conditions", [])
     )
     kubectl("delete", "tj", "resized", "-n", namespace, "--wait=false")
+    lib.wait_until(lambda: not nodes_of(core, uid), 60, 1, message="the pool given back")
+
+
+def _crd_without_transition_rules() -> str:
+    """The CRD as it was before it carried the transition rules (an older install)."""
+    crd = yaml.safe_load(CRD.read_text())
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    root["x-kubernetes-validations"] = [
+        r for r in root["x-kubernetes-validations"] if "oldSelf" not in r["rule"]
+    ]
+    return yaml.safe_dump(crd)
+
+
+def test_an_edit_that_got_past_an_older_crd_holds_the_job_until_it_is_put_back(
+    operator: Operator, kubectl: lib.Kubectl, core: Any, namespace: str
+) -> None:
+    job = _train_job("slipped")
+    apply(kubectl, namespace, job)
+    uid = get_job(kubectl, namespace, "slipped")["metadata"]["uid"]
+    st = wait_state(kubectl, namespace, "slipped", {"Running"}, 120, operator)
+    lib.wait_until(
+        lambda: len(live_workers(core, namespace, uid)) == st["worldSize"], 60, 1, message="pods"
+    )
+    workers = {p.metadata.name for p in live_workers(core, namespace, uid)}
+    held = nodes_of(core, uid)
+
+    reordered = json.loads(json.dumps(job))
+    reordered["spec"]["phases"].reverse()  # once turned the running job Succeeded
+    kubectl("apply", "-f", "-", input=_crd_without_transition_rules())
+    try:
+        lib.wait_until(
+            lambda: (
+                kubectl.run(
+                    "apply",
+                    "-n",
+                    namespace,
+                    "-f",
+                    "-",
+                    input=yaml.safe_dump(reordered),
+                    check=False,
+                ).returncode
+                == 0
+            ),
+            30,
+            1,
+            message="the older CRD to accept the reorder",
+        )
+    finally:
+        kubectl("apply", "-f", str(CRD))
+
+    st = wait_state(kubectl, namespace, "slipped", {"Invalid"}, 60, operator)
+    condition = next(c for c in st["conditions"] if c["type"] == "InvalidSpec")
+    assert condition["status"] == "True" and "'train' has already started" in condition["message"]
+    assert (st["phase"], st["phaseIndex"]) == ("train", 0)
+    time.sleep(3)  # a few passes: still nothing touched
+    assert {p.metadata.name for p in live_workers(core, namespace, uid)} == workers
+    assert nodes_of(core, uid) == held
+    assert status(kubectl, namespace, "slipped")["state"] == "Invalid"
+    events = json.loads(
+        kubectl(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            "involvedObject.name=slipped,reason=InvalidSpec",
+            "-o",
+            "json",
+        )
+    )["items"]
+    assert events and events[0]["type"] == "Warning"
+
+    # Put back: the rules judge the edit against the status, which still has train first.
+    apply(kubectl, namespace, job)
+    st = wait_state(kubectl, namespace, "slipped", {"Running"}, 60, operator)
+    assert st["restartGeneration"] == 0
+    assert {p.metadata.name for p in live_workers(core, namespace, uid)} == workers
+    kubectl("delete", "tj", "slipped", "-n", namespace, "--wait=false")
     lib.wait_until(lambda: not nodes_of(core, uid), 60, 1, message="the pool given back")

@@ -13,8 +13,8 @@ pods of it exist. Then:
    and ``gpuTypes`` (both recorded in its record at the start; of an older record only the
    chosen ``gpuType`` is known, and it must stay accepted).
 
-The CRD refuses the same edits at ``kubectl apply`` with transition rules that compare the
-spec with the previous one (see ``crds/``). This re-check catches an edit that slipped
+The CRD refuses the same edits at ``kubectl apply`` with transition rules that judge the new
+spec against the same status records (see ``crds/``). This re-check catches an edit that slipped
 through — applied before the CRD carried the rules — and decide answers it by holding the
 job: an ``InvalidSpec`` condition and a Warning event, no action at all (the workers keep
 running, no node is claimed or released, the position and history are kept), until the spec
