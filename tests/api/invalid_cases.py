@@ -518,3 +518,220 @@ VALID_CASES: list[ValidCase] = [
         ),
     ),
 ]
+
+
+# --- edits of a job that has started ---------------------------------------------------------
+#
+# Each edit case is ``(id, status, after, model_error, api_error)``: the job is created as
+# :func:`running_job`, its status is written as ``status`` (through the status subresource,
+# as the operator would), then ``after`` is applied over it. ``api_error`` is a substring of
+# the API server's refusal (a transition rule's message), ``model_error`` of what the
+# operator's re-check (:func:`phased.core.edits.edit_problems`) says about ``after`` given
+# ``status``; both are ``None`` for an edit that must be accepted.
+
+PHASES_MESSAGE = "a phase that has started or run cannot be removed, renamed or reordered"
+SHAPE_MESSAGE = "the running phase's GPU shape (gpusPerNode, gpuTypes) cannot change"
+
+
+class EditCase(NamedTuple):
+    id: str
+    status: Manifest
+    after: Manifest
+    model_error: str | None
+    api_error: str | None
+
+
+def running_job() -> Manifest:
+    """Three phases: preprocess (CPU) ran, train runs on H100, validate is still to come."""
+    doc = valid_job()
+    doc["metadata"]["name"] = "edited"
+    doc["spec"]["spares"] = {"count": 2}
+    doc["spec"]["phases"].append(
+        {"name": "validate", "nodes": {"min": 2, "max": 4}, "gpuTypes": ["H100"], "gpusPerNode": 8}
+    )
+    return doc
+
+
+def _record(name: str, state: str, **fields: Any) -> Manifest:
+    return {"name": name, "state": state, **fields}
+
+
+STARTED = "2026-03-01T12:00:00Z"
+TRAINING: Manifest = {
+    "state": "Running",
+    "phase": "train",
+    "phaseIndex": 1,
+    "worldSize": 8,
+    "phases": [
+        _record("preprocess", "Succeeded", startTime=STARTED, endTime=STARTED, gpusPerNode=0),
+        _record(
+            "train",
+            "Running",
+            startTime=STARTED,
+            gpuType="H100",
+            gpusPerNode=8,
+            gpuTypes=["H100", "H200"],
+        ),
+        _record("validate", "Pending"),
+    ],
+}
+# Still waiting for capacity in its first phase: nothing has started, nothing is frozen.
+WAITING: Manifest = {
+    "state": "Waiting",
+    "phase": "preprocess",
+    "phaseIndex": 0,
+    "phases": [_record("preprocess", "Waiting"), _record("train", "Pending")],
+}
+
+
+def edited(*edits: Callable[[Manifest], None]) -> Manifest:
+    """:func:`running_job` with ``edits`` applied in order."""
+    doc = running_job()
+    for edit in edits:
+        edit(doc)
+    return doc
+
+
+def _phases(*order: int) -> Callable[[Manifest], None]:
+    def edit(doc: Manifest) -> None:
+        phases = doc["spec"]["phases"]
+        doc["spec"]["phases"] = [phases[i] for i in order]
+
+    return edit
+
+
+def _insert(index: int, phase: Manifest) -> Callable[[Manifest], None]:
+    def edit(doc: Manifest) -> None:
+        doc["spec"]["phases"].insert(index, phase)
+
+    return edit
+
+
+EDIT_CASES: list[EditCase] = [
+    # --- refused: what already ran or runs cannot be rewritten ---------------------------------
+    EditCase(
+        "a phase that ran cannot be removed",
+        TRAINING,
+        edited(_phases(1, 2)),
+        "phase 'preprocess' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot be renamed",
+        TRAINING,
+        edited(_set("spec.phases[1].name", "pretrain")),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot be moved after a later one",
+        TRAINING,
+        edited(_phases(0, 2, 1)),
+        "moved from phase 2 to phase 3",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot be removed",
+        TRAINING,
+        edited(_phases(0, 2)),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "no phase can be inserted before the running one",
+        TRAINING,
+        edited(_insert(1, _phase("warmup"))),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase keeps its gpusPerNode",
+        TRAINING,
+        edited(_set("spec.phases[1].gpusPerNode", 16)),
+        "gpusPerNode 8 (now 16)",
+        SHAPE_MESSAGE,
+    ),
+    EditCase(
+        "the running phase keeps its gpuTypes",
+        TRAINING,
+        edited(_set("spec.phases[1].gpuTypes", ["H100"])),
+        "gpuTypes ['H100', 'H200'] (now ['H100'])",
+        SHAPE_MESSAGE,
+    ),
+    EditCase(
+        "the running phase keeps the order of its gpuTypes",
+        TRAINING,
+        edited(_set("spec.phases[1].gpuTypes", ["H200", "H100"])),
+        "gpuTypes ['H100', 'H200'] (now ['H200', 'H100'])",
+        SHAPE_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot become a CPU phase",
+        TRAINING,
+        edited(_drop("spec.phases[1].gpuTypes"), _set("spec.phases[1].gpusPerNode", 0)),
+        "gpusPerNode 8 (now 0)",
+        SHAPE_MESSAGE,
+    ),
+    # --- accepted: what is still to come, and what the running phase can absorb -------------
+    EditCase(
+        "the running phase may shrink its nodes.max",
+        TRAINING,
+        edited(_set("spec.phases[1].nodes", {"min": 4, "max": 6})),
+        None,
+        None,
+    ),
+    EditCase(
+        "the running phase may grow its nodes.max",
+        TRAINING,
+        edited(_set("spec.phases[1].nodes.max", 20)),
+        None,
+        None,
+    ),
+    EditCase(
+        "spares, budgets and priority may change",
+        TRAINING,
+        edited(
+            _set("spec.spares", {"count": 5}),
+            _set("spec.failurePolicy", {"restartBudget": 3, "interruptionBudget": "4h"}),
+            _set("spec.priority", 10),
+        ),
+        None,
+        None,
+    ),
+    EditCase(
+        "a later phase may change its shape, be removed, or be added",
+        TRAINING,
+        edited(
+            _set("spec.phases[2].gpusPerNode", 4),
+            _set("spec.phases[2].name", "evaluate"),
+            _insert(3, _phase("export")),
+        ),
+        None,
+        None,
+    ),
+    EditCase(
+        "the phases after the running one may be dropped",
+        TRAINING,
+        edited(_phases(0, 1)),
+        None,
+        None,
+    ),
+    EditCase(
+        "the running phase's image may change (its next generation uses it)",
+        TRAINING,
+        edited(_set("spec.phases[1].template", {"image": "trainer:2"})),
+        None,
+        None,
+    ),
+    EditCase(
+        "a job still waiting for its first phase may change anything",
+        WAITING,
+        job(
+            _set("metadata.name", "edited"),
+            _set("spec.phases[0].name", "tokenize"),
+            _set("spec.phases[1].gpusPerNode", 4),
+        ),
+        None,
+        None,
+    ),
+]

@@ -386,6 +386,8 @@ class PhaseRecord(_Status):
     name: str
     state: PhaseState = PhaseState.PENDING
     gpu_type: str | None = None
+    gpus_per_node: int | None = None  # the GPU shape the phase started with
+    gpu_types: list[str] | None = None
     start_time: str | None = None
     end_time: str | None = None
     nodes: int = 0  # active nodes now (or at the end)
@@ -464,6 +466,14 @@ class Utilization(_Status):
     current: float = 0.0  # GPUs running a worker now / GPUs reserved now
 
 
+class BasisGPUNode(_Status):
+    """A GPU node a CPU phase holds, billed as the GPU node it is."""
+
+    gpu_type: str = ""
+    gpus: int = 0
+    active: bool = True
+
+
 class UsageBasis(_Status):
     """The pool as the last pass left it: the next interval is charged at this."""
 
@@ -473,6 +483,7 @@ class UsageBasis(_Status):
     spare_nodes: int = 0
     running_workers: int = 0
     gpus_per_node: int = 0
+    gpu_nodes: list[BasisGPUNode] = Field(default_factory=list)  # a CPU phase's GPU nodes
 
 
 class Accounting(_Status):

@@ -24,10 +24,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from phased.api.durations import format_duration, parse_duration
-from phased.api.v1alpha1 import JobState, NodeRole, PhaseState, TrainingJobStatus, UsageBasis
+from phased.api.v1alpha1 import (
+    BasisGPUNode,
+    JobState,
+    NodeRole,
+    PhaseState,
+    TrainingJobStatus,
+    UsageBasis,
+)
 from phased.core import accounting
 from phased.core.conditions import ConditionType, set_condition
 from phased.core.draft import WARNING, Draft
+from phased.core.edits import edit_problems
 from phased.core.model import (
     CreatePod,
     DeletePod,
@@ -50,10 +58,10 @@ from phased.core.phases import (
     timed_out,
     world_of,
 )
-from phased.core.pools import CPU_TYPE
+from phased.core.pools import CPU_TYPE, gpu_kind
 from phased.core.recovery import handle_failures, recover_ledger, return_healed, tend_generation
 from phased.core.settings import Settings
-from phased.core.sizing import phase_type, size_and_start
+from phased.core.sizing import phase_type, release_misfits, size_and_start
 from phased.core.starts import tend_starts
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.validate import spec_problems
@@ -76,6 +84,9 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     problems = spec_problems(spec, settings)
     if problems:
         return _invalid(snapshot, "; ".join(problems), now)
+    refused = edit_problems(spec, snapshot.status, snapshot.pods)
+    if refused:
+        return _invalid(snapshot, "; ".join(refused), now, keep_finished=True)
     draft = Draft.for_snapshot(snapshot, spec, settings, now)
     _start(draft)
     recover_ledger(draft)
@@ -96,6 +107,8 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         if draft.status.state in TERMINAL:
             return _finish(draft, finished=settle(draft))
     type_key = phase_type(draft)
+    if not live(generation_pods(draft)):
+        release_misfits(draft, type_key)
     handle_failures(draft, type_key)
     tend_generation(draft)
     if draft.status.state not in TERMINAL:
@@ -204,6 +217,7 @@ def _usage(draft: Draft, running: list[PodInfo]) -> accounting.Usage:
         running_workers=len(running),
         gpus_per_node=draft.phase.gpus_per_node,
         type_key=_type_key(draft),
+        gpu_nodes=_gpu_nodes(draft) if _type_key(draft) == CPU_TYPE else (),
     )
 
 
@@ -219,6 +233,7 @@ def _from_basis(draft: Draft) -> tuple[int, accounting.Usage] | None:
         running_workers=basis.running_workers,
         gpus_per_node=basis.gpus_per_node,
         type_key=basis.gpu_type,
+        gpu_nodes=tuple(accounting.GPUNode(g.gpu_type, g.gpus, g.active) for g in basis.gpu_nodes),
     )
     return names.index(basis.phase), usage
 
@@ -235,12 +250,27 @@ def _record_basis(draft: Draft) -> None:
         spare_nodes=usage.spare_nodes,
         running_workers=usage.running_workers,
         gpus_per_node=usage.gpus_per_node,
+        gpu_nodes=[
+            BasisGPUNode(gpu_type=g.type_key, gpus=g.gpus, active=g.active) for g in usage.gpu_nodes
+        ],
     )
     acc = draft.status.accounting.model_copy(update={"basis": basis})
     draft.set(accounting=acc)
 
 
 _ZERO = accounting.Slice(0.0, 0.0, 0.0, 0.0)
+
+
+def _gpu_nodes(draft: Draft) -> tuple[accounting.GPUNode, ...]:
+    """The GPU nodes a CPU phase holds (only with ``cpu.allowGpuNodes``, or for the instant
+    before a boundary releases them): billed as GPU nodes."""
+    found: list[accounting.GPUNode] = []
+    for role in (NodeRole.ACTIVE, NodeRole.SPARE):
+        for node in draft.held(role):
+            kind = gpu_kind(node, draft.settings)
+            if kind is not None:
+                found.append(accounting.GPUNode(kind[0], kind[1], role == NodeRole.ACTIVE))
+    return tuple(found)
 
 
 def _mark_resumed(draft: Draft) -> None:
@@ -364,9 +394,16 @@ def _message(draft: Draft, state: JobState) -> str:
 # --- jobs that are not running --------------------------------------------------------------
 
 
-def _invalid(snapshot: Snapshot, error: str, now: datetime) -> Plan:
-    """Invalid spec: say so (condition, one event), touch nothing else."""
+def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool = False) -> Plan:
+    """Invalid spec: say so (condition, one event), touch nothing else.
+
+    Nothing else means nothing: running workers keep running, held nodes stay held, the
+    position (phase, index, generation) and the history are kept as they were, so putting
+    the spec back lets the job carry on where it was. A finished job stays Succeeded or
+    Failed (the condition still says what is wrong with the edit).
+    """
     status = snapshot.status
+    state = status.state if keep_finished and status.state in TERMINAL else JobState.INVALID
     change = set_condition(
         status.conditions,
         ConditionType.INVALID_SPEC,
@@ -379,7 +416,7 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime) -> Plan:
     actions = (EmitEvent(WARNING, "InvalidSpec", error),) if change.flipped else ()
     new = status.model_copy(
         update={
-            "state": JobState.INVALID,
+            "state": state,
             "message": error,
             "conditions": list(change.conditions),
             "observed_generation": snapshot.job.generation,

@@ -68,6 +68,7 @@ class Draft:
             status = status.model_copy(update={"phase_index": index})
         by_name = {r.name: r for r in status.phases}
         records = [by_name.get(p.name) or PhaseRecord(name=p.name) for p in spec.phases]
+        running = (status.phase or "", status.world_size)
         roles: dict[str, NodeRole] = {}
         for node in snap.nodes:
             if node.owner_uid == snap.job.uid and node.role is not None:
@@ -83,7 +84,7 @@ class Draft:
             conditions=tuple(status.conditions),
             nodes={n.name: n for n in snap.nodes},
             roles=roles,
-            pods=tuple(p for p in snap.pods if trusted(spec, p)),
+            pods=tuple(p for p in snap.pods if trusted(spec, p, running)),
         )
 
     # --- status -----------------------------------------------------------------------------

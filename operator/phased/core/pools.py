@@ -4,8 +4,13 @@ Ownership lives on the Nodes (see :mod:`phased.core.labels`). A node is **free**
 carries no job label, is schedulable and Ready, is not quarantined, and has no NoSchedule or
 NoExecute taint other than ``TAINT_SPARE``. A free node **matches** a phase when it carries
 every label of the phase's GPU type (from the settings) and allocates at least
-``gpusPerNode`` of the type's resource; a CPU phase wants the ``cpu.node_labels`` and no GPU
-resource at all. Phased never acts on a node that is neither free nor its own.
+``gpusPerNode`` of the type's resource; a CPU phase wants a **CPU node**: one carrying the
+``cpu.node_labels`` that is not a GPU node (capacity of a configured GPU resource, or every
+label of a configured GPU type), unless ``cpu.allowGpuNodes`` is set. A node the job holds
+**fits** a phase when its labels are the phase's type (a CPU node for a CPU phase) and its
+GPU *capacity* reaches ``gpusPerNode``: a node that could never serve the phase is released
+when the phase's pool is formed, never taken for a failure. Phased never acts on a node that
+is neither free nor its own.
 
 Gang admission and fairness: a phase whose pool is being formed either reaches ``nodes.min``
 in one pass — what it holds plus the free nodes not reserved for jobs ahead of it in line —
@@ -57,26 +62,61 @@ def is_free(node: NodeInfo) -> bool:
     )
 
 
-def has_type_labels(node: NodeInfo, type_key: str, settings: Settings) -> bool:
-    """The node carries the labels of ``type_key`` (capacity not checked)."""
-    if type_key == CPU_TYPE:
-        wanted: Mapping[str, str] = settings.cpu.node_labels
-    else:
-        conf = settings.gpu_types.get(GPUType(type_key))
-        if conf is None:
-            return False
-        wanted = conf.node_labels
+def _carries(node: NodeInfo, wanted: Mapping[str, str]) -> bool:
     return all(node.labels.get(k) == v for k, v in wanted.items())
+
+
+def gpu_kind(node: NodeInfo, settings: Settings) -> tuple[str, int] | None:
+    """``node`` as a GPU node: its GPU type and GPU count (capacity, else allocatable), or
+    ``None`` for a node that is no GPU node. The type is the one whose labels it carries,
+    else the first configured type whose resource it has (so that it can be priced)."""
+    for gpu, conf in settings.gpu_types.items():
+        if _carries(node, conf.node_labels):
+            count = node.capacity.get(conf.resource, 0) or node.allocatable.get(conf.resource, 0)
+            return gpu.value, count
+    for gpu, conf in settings.gpu_types.items():
+        count = node.capacity.get(conf.resource, 0) or node.allocatable.get(conf.resource, 0)
+        if count > 0:
+            return gpu.value, count
+    return None
+
+
+def is_cpu_node(node: NodeInfo, settings: Settings) -> bool:
+    """A node a CPU phase may hold: the CPU labels, and no GPU unless the settings allow it."""
+    if not _carries(node, settings.cpu.node_labels):
+        return False
+    return settings.cpu.allow_gpu_nodes or gpu_kind(node, settings) is None
+
+
+def has_type_labels(node: NodeInfo, type_key: str, settings: Settings) -> bool:
+    """The node is of ``type_key``: its labels (GPU capacity not checked); for a CPU phase,
+    a CPU node (:func:`is_cpu_node`)."""
+    if type_key == CPU_TYPE:
+        return is_cpu_node(node, settings)
+    conf = settings.gpu_types.get(GPUType(type_key))
+    return conf is not None and _carries(node, conf.node_labels)
+
+
+def fits(node: NodeInfo, type_key: str, gpus_per_node: int, settings: Settings) -> bool:
+    """A held node could serve the phase: its type, and a GPU *capacity* of ``gpus_per_node``
+    (allocatable may be lower for a while: that is a GPU drop, a failure, not a misfit)."""
+    if not has_type_labels(node, type_key, settings):
+        return False
+    resource = gpu_resource(type_key, settings)
+    if resource is None:
+        return True
+    have = node.capacity.get(resource, 0) or node.allocatable.get(resource, 0)
+    return have >= gpus_per_node
 
 
 def matches(node: NodeInfo, type_key: str, gpus_per_node: int, settings: Settings) -> bool:
     """Labels and allocatable capacity fit a phase of ``type_key`` with ``gpus_per_node``."""
     if not has_type_labels(node, type_key, settings):
         return False
-    if type_key == CPU_TYPE:
-        return all(node.allocatable.get(r, 0) == 0 for r in settings.gpu_resources())
     resource = gpu_resource(type_key, settings)
-    return resource is not None and node.allocatable.get(resource, 0) >= gpus_per_node
+    if resource is None:
+        return type_key == CPU_TYPE
+    return node.allocatable.get(resource, 0) >= gpus_per_node
 
 
 def free_matching(

@@ -35,6 +35,7 @@ from datetime import datetime
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
+    MAX_NODES,
     FailureRecord,
     HeldFailure,
     JobState,
@@ -408,6 +409,8 @@ def tend_generation(draft: Draft) -> None:
     pods = generation_pods(draft)
     if not live(pods):
         return
+    if _shrink_to_max(draft, pods):
+        return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
     if losses.missing and _swap_interrupted(draft):
@@ -454,6 +457,31 @@ def tend_generation(draft: Draft) -> None:
 def _unreplaced(draft: Draft) -> list[str]:
     """Nodes of open failures that no spare has replaced yet, oldest first."""
     return [e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None]
+
+
+def _shrink_to_max(draft: Draft, pods: list[PodInfo]) -> bool:
+    """``nodes.max`` was lowered below the running world: restart the gang at once at the new
+    size (sizing then keeps ``max`` actives and makes the rest spares or gives them back).
+
+    Not a failure: neither ``restarts`` nor the restart budget counts it, and no ledger
+    entry is written. Raising ``max`` restarts nothing: the pool grows at the next start of
+    a generation (a restart or the next phase).
+    """
+    limit = draft.phase.nodes.max
+    # The workers' world-size labels, else the status's world size if it is this phase's
+    # (after a transition whose status write was lost, it is the previous phase's).
+    same = draft.snap.status.phase == draft.phase.name
+    world = world_of(live(pods), draft.snap.status.world_size if same else 0, MAX_NODES)
+    if world <= limit:
+        return False
+    draft.event(
+        NORMAL,
+        "PoolShrinking",
+        f"phase {draft.phase.name}: nodes.max lowered to {limit} while {world} workers run; "
+        f"restarting the gang on {limit} nodes from the last checkpoint",
+    )
+    gang_restart(draft, f"nodes.max lowered from {world} to {limit}")
+    return True
 
 
 def _swap_interrupted(draft: Draft) -> bool:

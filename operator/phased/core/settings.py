@@ -37,10 +37,16 @@ class GPUTypeSettings(_Model):
 
 
 class CPUSettings(_Model):
-    """Nodes for CPU-only phases: labels they must carry (none: any node without GPUs)."""
+    """Nodes for CPU-only phases: labels they must carry (none: any node that is not a GPU node).
+
+    A GPU node — one with capacity of a configured GPU resource, or carrying every label of a
+    configured GPU type — is not a CPU node unless ``allow_gpu_nodes`` is set; a GPU node a
+    CPU phase holds is then billed as the GPU node it is.
+    """
 
     node_labels: dict[str, str] = Field(default_factory=dict)
     price_per_node_hour: float = Field(default=0.0, ge=0)
+    allow_gpu_nodes: bool = False
 
 
 class WorkerPolicy(_Model):

@@ -1,7 +1,10 @@
 """Sizing the pool for the current phase, and starting a generation of workers on it.
 
-While no generation of the phase runs, the pool is *formed*: held nodes of the wrong type
-are released, then the phase takes ``nodes.min`` actives, then ``spares.count`` spares,
+While no generation of the phase runs, the pool is *formed*: held nodes that do not fit the
+phase are released first (:func:`release_misfits`: the wrong type, a GPU node held for a CPU
+phase, or a GPU capacity below ``gpusPerNode``; this runs before failure detection, so a
+node that could never serve the phase is given back, not taken for a failed one), then
+the phase takes ``nodes.min`` actives, then ``spares.count`` spares,
 then actives up to ``nodes.max`` (see :class:`phased.core.pools.Targets`), promoting held
 spares before claiming free nodes, and claiming the free nodes nearest (rack, block, zone)
 to what it holds. Anything beyond ``max + spares.count`` is released, spares first, the
@@ -9,7 +12,9 @@ farthest first. Workers are created once at least ``min`` actives are held and R
 active claim is still in flight (so the world size includes them): one per active node.
 
 While a generation runs, only the spares move: refilled from free nodes up to
-``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``.
+``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (A ``nodes.max``
+lowered below the running world restarts the gang first, see
+:mod:`phased.core.recovery`; the pool is then formed again at the new size.)
 
 Gang admission: a phase being formed claims its whole pool in one pass once what it holds
 plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min``; otherwise
@@ -43,7 +48,9 @@ from phased.core.pools import (
     Targets,
     choose_type,
     farthest_first,
+    fits,
     free_matching,
+    gpu_kind,
     gpu_resource,
     has_type_labels,
     nearest_first,
@@ -109,12 +116,18 @@ def _set_role(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
     draft.roles[node.name] = role
 
 
+def release_misfits(draft: Draft, type_key: str) -> None:
+    """Give back held nodes that could never serve the phase (module docstring)."""
+    gpus = draft.phase.gpus_per_node
+    for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
+        if not fits(node, type_key, gpus, draft.settings):
+            _release(draft, node)
+
+
 def form_pool(draft: Draft, type_key: str) -> None:
     """Size the pool for a phase whose generation is not running (module docstring)."""
     phase = draft.phase
-    for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
-        if not has_type_labels(node, type_key, draft.settings):
-            _release(draft, node)
+    release_misfits(draft, type_key)
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
     free, reserved = _available(draft, type_key)
     if len(held) + len(free) < phase.nodes.min:
@@ -272,13 +285,17 @@ def start_generation(draft: Draft, type_key: str) -> bool:
     draft.set(world_size=world)
     if draft.record.start_time is None:
         draft.update_record(
-            start_time=format_time(draft.now), gpu_type=type_key or None, state=PhaseState.RUNNING
+            start_time=format_time(draft.now),
+            gpu_type=type_key or None,
+            state=PhaseState.RUNNING,
+            gpus_per_node=draft.phase.gpus_per_node,
+            gpu_types=[t.value for t in draft.phase.gpu_types],
         )
-        draft.event(
-            NORMAL,
-            "PhaseStarted",
-            f"phase {draft.phase.name} started on {world} {_label(type_key)} nodes",
-        )
+        gpu_nodes = sum(1 for n in actives if gpu_kind(n, draft.settings) is not None)
+        on = f"{world} {_label(type_key)} nodes"
+        if type_key == CPU_TYPE and gpu_nodes:  # only with cpu.allowGpuNodes
+            on = f"{world} nodes ({gpu_nodes} of them GPU nodes, billed as such)"
+        draft.event(NORMAL, "PhaseStarted", f"phase {draft.phase.name} started on {on}")
     return True
 
 
