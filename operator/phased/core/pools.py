@@ -1,11 +1,13 @@
 """Which nodes a phase may use, which to claim, keep and release, and who goes first.
 
-Ownership lives on the Nodes (see :mod:`phased.core.labels`). A node is **free** when it
-carries no job label, is schedulable and Ready, is not quarantined, and has no NoSchedule or
-NoExecute taint other than ``TAINT_SPARE``. A free node **matches** a phase when it carries
-every label of the phase's GPU type (from the settings) and allocates at least
-``gpusPerNode`` of the type's resource; a CPU phase wants the ``cpu.node_labels`` and no GPU
-resource at all. Phased never acts on a node that is neither free nor its own.
+Ownership lives on the Nodes (see :mod:`phased.core.ownership`). A node is **free** when it
+carries no Phased mark at all (no ``phased.dev/`` ownership label, annotation or taint,
+whoever wrote it), is schedulable and Ready, and has no NoSchedule or NoExecute taint; and
+it is claimable when also no pod of others runs on it (:mod:`phased.core.occupancy`). A free
+node **matches** a phase when it carries every label of the phase's GPU type (from the
+settings) and allocates at least ``gpusPerNode`` of the type's resource; a CPU phase wants
+the ``cpu.node_labels`` and no GPU resource at all. Phased never acts on a node that is
+neither free nor its own.
 
 Fairness: free nodes of a type go to the first waiting job in line for that type: higher
 ``spec.priority`` first, then the older job, then the smaller UID. A job that is below its
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from phased.api.v1alpha1 import GPUType, Phase
-from phased.core import labels
 from phased.core.model import Claimant, NodeInfo
+from phased.core.ownership import marks
 from phased.core.settings import Settings
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
@@ -43,14 +45,10 @@ def gpu_resource(type_key: str, settings: Settings) -> str | None:
 
 
 def is_free(node: NodeInfo) -> bool:
-    """Nobody holds it and it could take a worker now."""
-    if node.owner_uid or node.unschedulable or not node.ready:
+    """No Phased mark, whoever wrote it, and it could take a worker now."""
+    if marks(node) or node.unschedulable or not node.ready:
         return False
-    if node.labels.get(labels.LABEL_ROLE) == "quarantined":
-        return False
-    return not any(
-        t.effect in _BLOCKING_EFFECTS and t.key != labels.TAINT_SPARE for t in node.taints
-    )
+    return not any(t.effect in _BLOCKING_EFFECTS for t in node.taints)
 
 
 def has_type_labels(node: NodeInfo, type_key: str, settings: Settings) -> bool:

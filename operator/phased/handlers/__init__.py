@@ -107,6 +107,7 @@ async def _periodic(reconciler: Reconciler) -> None:
                 await reconciler.relist_jobs()
                 last_relist = time.monotonic()
             await reconciler.release_orphans()
+            reconciler.survey()
             reconciler.trigger_all()
         except asyncio.CancelledError:
             raise
