@@ -89,6 +89,7 @@ _VOLATILE_PHASE_KEYS = (
 _REPEATING = frozenset({"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "GuestsDeleted"})
 _REPEAT_EVERY = 600.0
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
+_LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time
 
 
 def utcnow() -> datetime:
@@ -164,6 +165,8 @@ class Reconciler:
         # interval, so decide does not pick them again at once; then looked at afresh.
         self.occupied: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         self._posted: dict[tuple[str, str, str], float] = {}
+        # Pods listed on a claim candidate just before the plan was acted on: (time, pods).
+        self._looked: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         self.passes = 0
         self.last_pass_at = time.monotonic()
         self._closing = False
@@ -388,6 +391,7 @@ class Reconciler:
             if not isinstance(action, ClaimNode) or action.node in self.occupied:
                 continue
             pods = await self._pods_on(action.node)
+            self._looked[action.node] = (time.monotonic(), pods)
             if blocking(pods, self.settings):
                 busy[action.node] = pods
                 self.occupied[action.node] = (time.monotonic(), pods)
@@ -484,7 +488,9 @@ class Reconciler:
         bound between the look and the claim (the pool taint stops any after it) makes the
         claim undone at once."""
         job = entry.ref
-        pods = await self._pods_on(name)
+        seen, pods = self._looked.pop(name, (0.0, ()))
+        if time.monotonic() - seen > _LOOKED_FRESH:
+            pods = await self._pods_on(name)
         if blocking(pods, self.settings):
             self.occupied[name] = (time.monotonic(), pods)
             self._refused(LeftAlone.RUNNING_PODS)

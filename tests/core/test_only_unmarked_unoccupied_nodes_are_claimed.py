@@ -142,9 +142,9 @@ def test_a_node_of_the_job_claimed_before_installations_is_still_held() -> None:
     """Upgrading Phased must not orphan a running pool: the job's UID (which no one can
     guess) names it; it is never released as an orphan, though (NoInstallation)."""
     old = owned(node("a"), NodeRole.ACTIVE)
-    old = replace(
-        old, labels={k: v for k, v in old.labels.items() if k != labels.LABEL_INSTALLATION}
-    )
+    kept = {k: v for k, v in old.labels.items() if k != labels.LABEL_INSTALLATION}
+    claimed = {labels.ANNOTATION_CLAIMED_AT: "2026-02-01T00:00:00Z"}
+    old = replace(old, labels=kept, annotations=claimed)
     assert holds(old, JOB.uid, SETTINGS.installation)
     assert ownership(old, SETTINGS.installation).reason == LeftAlone.NO_INSTALLATION
     plan = decide(snapshot(TRAIN, [old, node("b")]), SETTINGS, T0)
@@ -230,4 +230,14 @@ def test_pods_seen_on_a_node_the_job_holds_do_not_make_it_let_go() -> None:
     held = [owned(n, NodeRole.ACTIVE) for n in nodes("h", 2)]
     snap = snapshot(TRAIN, held, node_pods={"h00": (node_pod("web", "h00"),)})
     plan = decide(snap, SETTINGS, T0)
+    assert of_type(plan, ReleaseNode) == []
+
+
+def test_a_copy_of_the_jobs_labels_without_a_claim_is_not_the_jobs() -> None:
+    """The job's labels written by hand (no installation, no claimed-at): not held, not
+    claimed, named."""
+    copied = replace(node("a"), labels={**node("a").labels, **_full_marks(JOB.uid, None)})
+    assert not holds(copied, JOB.uid, SETTINGS.installation)
+    plan = decide(snapshot(TRAIN, [copied, *nodes("h", 2)]), SETTINGS, T0)
+    assert sorted(c.node for c in of_type(plan, ClaimNode)) == ["h00", "h01"]
     assert of_type(plan, ReleaseNode) == []

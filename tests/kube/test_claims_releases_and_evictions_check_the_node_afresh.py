@@ -94,7 +94,11 @@ def test_the_jobs_uid_under_another_installation_is_not_touched(verb: str) -> No
 
 def test_a_node_from_before_installations_is_adopted_by_its_job() -> None:
     cluster = FakeCluster()
-    cluster.add_node("n", _held(installation=None, role="spare"))
+    cluster.add_node(
+        "n",
+        _held(installation=None, role="spare"),
+        annotations={labels.ANNOTATION_CLAIMED_AT: "2026-02-01T00:00:00Z"},
+    )
     verbs = NodeVerbs(cluster, MINE)  # type: ignore[arg-type]
     assert run(verbs.set_role("n", JOB, NodeRole.ACTIVE, now=NOW))
     meta = cluster.nodes["n"]["metadata"]

@@ -25,7 +25,9 @@ a node is:
     (``phased release-node``).
 
 A job *holds* a node when its ``job-uid`` is the job's UID, its ``role`` is valid, and its
-``installation`` is ours or absent (the ``NoInstallation`` case above).
+``installation`` is ours — or absent on a node that also carries the ``claimed-at`` a claim
+writes (the ``NoInstallation`` case above: a pool claimed before installations survives an
+upgrade; a hand-made copy of the labels alone does not make a node the job's).
 
 Anything left alone is surfaced, never touched: a Warning event on a job that wanted such a
 node, the ``phased_nodes_left_alone`` metric, and ``kubectl get nodes`` with the labels as
@@ -105,9 +107,10 @@ def ownership(node: NodeInfo, installation: str) -> Ownership:
 def holds(node: NodeInfo, job_uid: str, installation: str) -> bool:
     """The job with ``job_uid`` holds ``node`` (module docstring)."""
     theirs = node.installation
+    legacy = theirs is None and labels.ANNOTATION_CLAIMED_AT in node.annotations
     return (
         bool(job_uid)
         and node.owner_uid == job_uid
         and node.role is not None
-        and (theirs is None or theirs == installation)
+        and (theirs == installation or legacy)
     )
