@@ -55,6 +55,7 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
             settings.watching.label_selectors["", "v1", "nodes"] = reconciler.settings.node_selector
         await reconciler.relist_jobs()
         await reconciler.relist_nodes()
+        reconciler.survey()
         background.append(asyncio.create_task(_periodic(reconciler)))
         reconciler.trigger_all()
 
