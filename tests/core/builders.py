@@ -25,6 +25,7 @@ from phased.core.model import (
     JobRef,
     NodeCondition,
     NodeInfo,
+    NodePod,
     Plan,
     PodInfo,
     PodPhase,
@@ -105,10 +106,23 @@ def owned(n: NodeInfo, role: NodeRole, job: JobRef = JOB) -> NodeInfo:
             labels.LABEL_JOB: job.name,
             labels.LABEL_JOB_NAMESPACE: job.namespace,
             labels.LABEL_ROLE: role.value,
+            labels.LABEL_INSTALLATION: SETTINGS.installation,
         }
     )
     taints = tuple(t for t in n.taints if t.key != labels.TAINT_POOL)
     return replace(n, labels=node_labels, taints=(*taints, Taint(labels.TAINT_POOL, job.uid)))
+
+
+def node_pod(
+    name: str,
+    node_name: str,
+    *,
+    namespace: str = "tenant",
+    created: datetime = LONG_AGO,
+    **flags: Any,
+) -> NodePod:
+    """A pod bound to ``node_name``; ``flags`` are NodePod's (daemon, mirror, ...)."""
+    return NodePod(namespace=namespace, name=name, node=node_name, created=created, **flags)
 
 
 def with_ready(n: NodeInfo, ready: bool, since: datetime) -> NodeInfo:

@@ -17,6 +17,7 @@ CLUSTER_RULES = {
     ("phased.dev", "trainingjobs/finalizers"): {"update"},
     ("", "nodes"): {"get", "list", "watch", "patch"},
     ("", "pods"): {"list", "watch", "create", "delete"},
+    ("", "pods/eviction"): {"create"},
     ("", "services"): {"create"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}

@@ -155,6 +155,8 @@ def _rule_and_verb(call: Call) -> tuple[Rule, str]:
     group = "" if match["core"] else match["group"]
     resource = match["resource"] + (f"/{match['sub']}" if match["sub"] else "")
     named = bool(match["name"])
+    if match["sub"] and call.method == "POST" and named:
+        return (group, resource), "create"  # e.g. pods/eviction: a POST creates it
     verb = {
         ("GET", True): "get",
         ("GET", False): "list",
@@ -303,6 +305,7 @@ def test_the_calls_found_are_the_ones_known() -> None:
         (("", "pods"), "create"),
         (("", "pods"), "delete"),
         (("", "events"), "create"),
+        (("", "pods/eviction"), "create"),
         (("phased.dev", "trainingjobs/status"), "patch"),
     ]:
         assert known in found, known

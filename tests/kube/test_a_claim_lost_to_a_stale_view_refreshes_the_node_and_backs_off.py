@@ -24,7 +24,13 @@ NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 def raw_node(rv: int, owner: str | None = None) -> dict[str, Any]:
     node_labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     if owner:
-        node_labels.update({labels.LABEL_JOB_UID: owner, labels.LABEL_ROLE: "active"})
+        node_labels.update(
+            {
+                labels.LABEL_JOB_UID: owner,
+                labels.LABEL_ROLE: "active",
+                labels.LABEL_INSTALLATION: Settings().installation,
+            }
+        )
     return {
         "metadata": {"name": "h1", "resourceVersion": str(rv), "labels": node_labels},
         "spec": {},
@@ -45,6 +51,11 @@ def _reconciler(script: list[Any]) -> tuple[Reconciler, JobEntry, FakeApi]:
     return rec, entry, api
 
 
+def _looked_empty(rec: Reconciler) -> None:
+    """The node's pods were just listed (none): the claim goes straight to the node."""
+    rec._looked["h1"] = (time.monotonic(), ())
+
+
 def test_a_lost_claim_puts_the_fresh_node_in_the_view_and_backs_off() -> None:
     taken = raw_node(7, owner="uid-other")
 
@@ -53,6 +64,7 @@ def test_a_lost_claim_puts_the_fresh_node_in_the_view_and_backs_off() -> None:
         dues = []
         for _ in range(2):
             start = time.monotonic()
+            _looked_empty(rec)
             await rec._perform(entry, ClaimNode("h1", "1", NodeRole.ACTIVE), NOW)
             dues.append(entry.timer_due - start)
             assert entry.timer is not None
@@ -73,8 +85,9 @@ def test_a_won_claim_resets_the_backoff_and_updates_the_view() -> None:
     mine = raw_node(3, owner=JOB.uid)
 
     async def scenario() -> None:
-        rec, entry, _ = _reconciler([(200, raw_node(1)), (200, mine)])
+        rec, entry, _ = _reconciler([(200, raw_node(1)), (200, mine), (200, {"items": []})])
         entry.lost_claims = 4
+        _looked_empty(rec)
         await rec._perform(entry, ClaimNode("h1", "1", NodeRole.ACTIVE), NOW)
         assert entry.lost_claims == 0
         view = rec.nodes.get("h1")
@@ -86,6 +99,7 @@ def test_a_won_claim_resets_the_backoff_and_updates_the_view() -> None:
 def test_a_node_gone_from_the_api_leaves_the_view() -> None:
     async def scenario() -> None:
         rec, entry, _ = _reconciler([(404, {"reason": "NotFound"})])
+        _looked_empty(rec)
         await rec._perform(entry, ClaimNode("h1", "1", NodeRole.ACTIVE), NOW)
         assert rec.nodes.get("h1") is None
         if entry.timer is not None:

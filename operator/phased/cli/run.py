@@ -150,6 +150,13 @@ async def _operate(settings: Settings, args: argparse.Namespace, namespaces: lis
     serving.result()
 
 
+def _own_pod() -> tuple[str, str] | None:
+    """The operator's own pod (namespace, name), from the downward API (the chart sets
+    POD_NAMESPACE and POD_NAME): it is never displaced from a node."""
+    namespace, name = os.environ.get("POD_NAMESPACE", ""), os.environ.get("POD_NAME", "")
+    return (namespace, name) if namespace and name else None
+
+
 async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:
     import kopf
     from prometheus_client import CollectorRegistry, start_http_server
@@ -167,7 +174,7 @@ async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[st
         metrics = Metrics.create(registry)
         start_http_server(settings.metrics_port, registry=registry)
         kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error)
-        reconciler = Reconciler(kube, settings, metrics)
+        reconciler = Reconciler(kube, settings, metrics, operator_pod=_own_pod())
         health = HealthServer(reconciler, settings.health_port)
         await health.start()
         state.update(kube=kube, health=health, reconciler=reconciler)

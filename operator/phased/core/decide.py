@@ -36,6 +36,7 @@ from phased.core import accounting
 from phased.core.conditions import ConditionType, set_condition
 from phased.core.draft import WARNING, Draft
 from phased.core.edits import edit_problems
+from phased.core.guests import clear_guests
 from phased.core.model import (
     CreatePod,
     DeletePod,
@@ -46,6 +47,7 @@ from phased.core.model import (
     ReleaseNode,
     Snapshot,
 )
+from phased.core.ownership import holds
 from phased.core.phases import (
     TERMINAL,
     advance,
@@ -77,7 +79,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     ``Plan.actions`` in order through the kube layer and then writes ``Plan.status`` once.
     """
     if snapshot.job.deleting:
-        return _deleting(snapshot, now)
+        return _deleting(snapshot, settings)
     spec = snapshot.spec
     if spec is None:
         return _invalid(snapshot, snapshot.spec_error or "the spec could not be read", now)
@@ -117,6 +119,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         return _finish(draft, finished=settle(draft))
     return_healed(draft, type_key)
     size_and_start(draft, type_key)
+    clear_guests(draft)
     return _finish(draft)
 
 
@@ -425,9 +428,8 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool 
     return Plan(actions=actions, status=new)
 
 
-def _deleting(snapshot: Snapshot, now: datetime) -> Plan:
+def _deleting(snapshot: Snapshot, settings: Settings) -> Plan:
     """Delete the workers, release active and spare nodes; quarantined nodes stay."""
-    del now  # deletion needs no clock; kept for a uniform signature
     actions: list[DeletePod | ReleaseNode] = []
     running = [p for p in snapshot.pods if not p.deleting]
     for pod in running:
@@ -437,7 +439,8 @@ def _deleting(snapshot: Snapshot, now: datetime) -> Plan:
     held = [
         n
         for n in snapshot.nodes
-        if n.owner_uid == snapshot.job.uid and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
+        if holds(n, snapshot.job.uid, settings.installation)
+        and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
     ]
     actions.extend(ReleaseNode(n.name) for n in held)
     status: TrainingJobStatus = snapshot.status.model_copy(

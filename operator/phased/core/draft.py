@@ -30,6 +30,8 @@ from phased.core.model import (
     PodInfo,
     Snapshot,
 )
+from phased.core.occupancy import blocking
+from phased.core.ownership import holds
 from phased.core.podlabels import trusted
 from phased.core.settings import Settings
 
@@ -55,6 +57,9 @@ class Draft:
     waiting: bool = False
     breaker_nodes: set[str] = field(default_factory=set)  # failed, but held by the breaker
     suspect_nodes: set[str] = field(default_factory=set)
+    # Nodes not held by the job on which others' pods run (seen in snap.node_pods): never
+    # claimed. Node name -> the pods, "namespace/name", for the event.
+    occupied: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def for_snapshot(
@@ -71,8 +76,13 @@ class Draft:
         running = (status.phase or "", status.world_size)
         roles: dict[str, NodeRole] = {}
         for node in snap.nodes:
-            if node.owner_uid == snap.job.uid and node.role is not None:
+            if holds(node, snap.job.uid, settings.installation) and node.role is not None:
                 roles[node.name] = node.role
+        occupied = {
+            name: [p.key for p in busy]
+            for name, pods in snap.node_pods.items()
+            if name not in roles and (busy := blocking(pods, settings))
+        }
         return cls(
             snap=snap,
             spec=spec,
@@ -85,6 +95,7 @@ class Draft:
             nodes={n.name: n for n in snap.nodes},
             roles=roles,
             pods=tuple(p for p in snap.pods if trusted(spec, p, running)),
+            occupied=occupied,
         )
 
     # --- status -----------------------------------------------------------------------------

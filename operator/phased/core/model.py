@@ -68,6 +68,10 @@ class NodeInfo:
         return self.labels.get(labels.LABEL_JOB_UID)
 
     @property
+    def installation(self) -> str | None:
+        return self.labels.get(labels.LABEL_INSTALLATION)
+
+    @property
     def role(self) -> NodeRole | None:
         value = self.labels.get(labels.LABEL_ROLE)
         try:
@@ -132,6 +136,32 @@ class PodInfo:
 
 
 @dataclass(frozen=True)
+class NodePod:
+    """Any pod bound to a node, as far as deciding who may have the node needs it.
+
+    Built by the kube layer from a LIST of the node's pods: ``daemon`` (a DaemonSet owns
+    it), ``mirror`` (a static pod the kubelet runs from a file) and ``operator`` (it is the
+    operator's own pod, from the downward API) are read there, once.
+    """
+
+    namespace: str
+    name: str
+    node: str
+    created: datetime | None = None
+    priority_class: str = ""
+    daemon: bool = False
+    mirror: bool = False
+    operator: bool = False
+    terminal: bool = False  # Succeeded or Failed: holds nothing any more
+    deleting: bool = False  # metadata.deletionTimestamp is set: on its way out
+    job_uid: str = ""  # the phased.dev/job-uid label of a Phased worker
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class JobRef:
     namespace: str
     name: str
@@ -167,6 +197,10 @@ class Snapshot:
     # Top-level status fields that could not be read: left out of ``status``, never written.
     unreadable_status: tuple[str, ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
+    # Pods on the nodes the reconciler looked at: claim candidates it checked (and found
+    # occupied) and the job's nodes whose guests are being cleared. A node absent here was
+    # not looked at, not found empty.
+    node_pods: Mapping[str, tuple[NodePod, ...]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +268,25 @@ class DeletePod:
 
 
 @dataclass(frozen=True)
+class EvictPod:
+    """Ask a guest to leave a node that became active: the Eviction API (its
+    PodDisruptionBudget may refuse), or, with ``delete``, a plain delete with its own grace
+    period once the eviction deadline has passed."""
+
+    namespace: str
+    name: str
+    node: str
+    delete: bool = False
+
+
+@dataclass(frozen=True)
+class FinishClearing:
+    """No guest is left on the node: drop its ``ANNOTATION_CLEARING``."""
+
+    node: str
+
+
+@dataclass(frozen=True)
 class EnsureService:
     manifest: Mapping[str, Any]
 
@@ -253,6 +306,8 @@ Action = (
     | UnquarantineNode
     | CreatePod
     | DeletePod
+    | EvictPod
+    | FinishClearing
     | EnsureService
     | EmitEvent
 )

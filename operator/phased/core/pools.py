@@ -1,16 +1,17 @@
 """Which nodes a phase may use, which to claim, keep and release, and who goes first.
 
-Ownership lives on the Nodes (see :mod:`phased.core.labels`). A node is **free** when it
-carries no job label, is schedulable and Ready, is not quarantined, and has no NoSchedule or
-NoExecute taint other than ``TAINT_SPARE``. A free node **matches** a phase when it carries
-every label of the phase's GPU type (from the settings) and allocates at least
-``gpusPerNode`` of the type's resource; a CPU phase wants a **CPU node**: one carrying the
-``cpu.node_labels`` that is not a GPU node (capacity of a configured GPU resource, or every
-label of a configured GPU type), unless ``cpu.allowGpuNodes`` is set. A node the job holds
-**fits** a phase when its labels are the phase's type (a CPU node for a CPU phase) and its
-GPU *capacity* reaches ``gpusPerNode``: a node that could never serve the phase is released
-when the phase's pool is formed, never taken for a failure. Phased never acts on a node that
-is neither free nor its own.
+Ownership lives on the Nodes (see :mod:`phased.core.ownership`). A node is **free** when it
+carries no Phased mark at all (no ``phased.dev/`` ownership label, annotation or taint,
+whoever wrote it), is schedulable and Ready, and has no NoSchedule or NoExecute taint; and
+it is claimable when also no pod of others runs on it (:mod:`phased.core.occupancy`). A free
+node **matches** a phase when it carries every label of the phase's GPU type (from the
+settings) and allocates at least ``gpusPerNode`` of the type's resource; a CPU phase wants a
+**CPU node**: one carrying the ``cpu.node_labels`` that is not a GPU node (capacity of a
+configured GPU resource, or every label of a configured GPU type), unless
+``cpu.allowGpuNodes`` is set. A node the job holds **fits** a phase when its labels are the
+phase's type (a CPU node for a CPU phase) and its GPU *capacity* reaches ``gpusPerNode``: a
+node that could never serve the phase is released when the phase's pool is formed, never
+taken for a failure. Phased never acts on a node that is neither free nor its own.
 
 Gang admission and fairness: a phase whose pool is being formed either reaches ``nodes.min``
 in one pass — what it holds plus the free nodes not reserved for jobs ahead of it in line —
@@ -31,6 +32,7 @@ from datetime import UTC, datetime
 from phased.api.v1alpha1 import GPUType, Phase
 from phased.core import labels
 from phased.core.model import Claimant, NodeInfo
+from phased.core.ownership import marks
 from phased.core.settings import Settings
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
@@ -52,14 +54,10 @@ def gpu_resource(type_key: str, settings: Settings) -> str | None:
 
 
 def is_free(node: NodeInfo) -> bool:
-    """Nobody holds it and it could take a worker now."""
-    if node.owner_uid or node.unschedulable or not node.ready:
+    """No Phased mark, whoever wrote it, and it could take a worker now."""
+    if marks(node) or node.unschedulable or not node.ready:
         return False
-    if node.labels.get(labels.LABEL_ROLE) == "quarantined":
-        return False
-    return not any(
-        t.effect in _BLOCKING_EFFECTS and t.key != labels.TAINT_SPARE for t in node.taints
-    )
+    return not any(t.effect in _BLOCKING_EFFECTS for t in node.taints)
 
 
 def _carries(node: NodeInfo, wanted: Mapping[str, str]) -> bool:

@@ -24,6 +24,13 @@ that has started before (re-forming after a failure) and a running generation's 
 never wait in line. After ``admission.waitTimeout`` of waiting (counted from
 ``CapacityShort``'s transition) the job gets ``AdmissionTimedOut`` and a Warning event and
 keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
+Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
+tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
+
+Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
+it got (short of ``max + spares.count``) and nodes of its type are left alone for their
+marks or their pods (:mod:`phased.core.ownership`), it says so: a ``NodesLeftAlone``
+Warning event naming them and why.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
 )
+from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.phases import fail, generation_pods, live, next_generation
 from phased.core.pools import (
     CPU_TYPE,
@@ -53,6 +61,7 @@ from phased.core.pools import (
     gpu_kind,
     gpu_resource,
     has_type_labels,
+    matches,
     nearest_first,
     reserved_ahead,
     type_keys,
@@ -73,7 +82,51 @@ def phase_type(draft: Draft) -> str:
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
-    return [n for n in draft.nodes.values() if n.name not in draft.roles]
+    """Nodes the job does not hold and on which no pod of others was seen."""
+    return [
+        n
+        for n in draft.nodes.values()
+        if n.name not in draft.roles and n.name not in draft.occupied
+    ]
+
+
+_SURFACED = (LeftAlone.OTHER_INSTALLATION, LeftAlone.NO_INSTALLATION, LeftAlone.PARTIAL_MARKS)
+_NAMED = 5  # nodes named in one event
+
+
+def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
+    """Nodes of the phase's type that Phased leaves alone for marks it did not write or for
+    others' pods: (node, why), by name."""
+    found: list[tuple[str, str]] = []
+    gpus = draft.phase.gpus_per_node
+    for name in sorted(draft.nodes):
+        node = draft.nodes[name]
+        if name in draft.roles or not matches(node, type_key, gpus, draft.settings):
+            continue
+        if name in draft.occupied:
+            pods = draft.occupied[name]
+            found.append((name, f"{LeftAlone.RUNNING_PODS.value}: {', '.join(pods[:3])}"))
+            continue
+        owner = ownership(node, draft.settings.installation)
+        if owner.kind == Kind.LEFT_ALONE and owner.reason in _SURFACED:
+            found.append((name, str(owner.reason)))
+    return found
+
+
+def _surface_left_alone(draft: Draft, type_key: str, short: bool) -> None:
+    if not short:
+        return
+    found = left_alone(draft, type_key)
+    if not found:
+        return
+    named = "; ".join(f"{n} ({why})" for n, why in found[:_NAMED])
+    more = f"; and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+    draft.event(
+        WARNING,
+        "NodesLeftAlone",
+        f"{len(found)} {_label(type_key)} node(s) not claimed for phase {draft.phase.name}: "
+        f"{named}{more}",
+    )
 
 
 def _label(type_key: str) -> str:
@@ -135,11 +188,14 @@ def form_pool(draft: Draft, type_key: str) -> None:
         for node in held:
             _release(draft, node)
         _report_capacity(draft, type_key, len(held) + len(free), reserved)
+        _surface_left_alone(draft, type_key, True)
         return
     targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
     _fit_actives(draft, targets, free)
     _fit_spares(draft, targets.spares, free)
     _admitted(draft)
+    pool = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
+    _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
 
 
 def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
@@ -252,6 +308,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
         )
     if len(draft.held(NodeRole.SPARE)) >= wanted > 0:
         draft.condition(ConditionType.SPARES_EXHAUSTED, False, "SparesHeld", "")
+    _surface_left_alone(draft, type_key, len(draft.held(NodeRole.SPARE)) < wanted)
     _admitted(draft)
 
 

@@ -55,6 +55,7 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
             settings.watching.label_selectors["", "v1", "nodes"] = reconciler.settings.node_selector
         await reconciler.relist_jobs()
         await reconciler.relist_nodes()
+        reconciler.survey()
         background.append(asyncio.create_task(_periodic(reconciler)))
         reconciler.trigger_all()
 
@@ -107,6 +108,7 @@ async def _periodic(reconciler: Reconciler) -> None:
                 await reconciler.relist_jobs()
                 last_relist = time.monotonic()
             await reconciler.release_orphans()
+            reconciler.survey()
             reconciler.trigger_all()
         except asyncio.CancelledError:
             raise
