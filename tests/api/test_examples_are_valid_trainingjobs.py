@@ -58,5 +58,5 @@ def test_the_small_example_fits_the_local_cluster() -> None:
     spares = job.spec.spares.count
     assert max(p.nodes.max for p in job.spec.phases) + spares <= 16  # 16 H100 nodes
     for phase in job.spec.phases:
-        annotations = job.spec.worker_template(phase).annotations or {}
+        annotations = job.spec.worker_pod(phase).annotations
         assert "sim.phased.dev/succeed-after" in annotations
