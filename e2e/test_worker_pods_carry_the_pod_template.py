@@ -112,3 +112,23 @@ def test_worker_pods_carry_volumes_shm_env_sources_and_sidecars(
         node = core.read_node(spec.node_name)
         assert node.metadata.labels[JOB_UID] == uid
     kubectl("delete", "trainingjob", "templated", "-n", namespace, "--timeout=90s")
+
+
+def test_a_pod_the_api_server_refuses_makes_the_job_invalid_with_its_message(
+    operator: Operator, kubectl: lib.Kubectl, core: Any, namespace: str
+) -> None:
+    """What no schema can tell (a mount naming no volume) is the API server's to refuse when
+    the pod is created; the job becomes Invalid with its message instead of retrying."""
+    job = _job()
+    job["metadata"]["name"] = "dangling"
+    job["spec"]["template"]["spec"]["volumes"] = [
+        v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] != "dshm"
+    ]
+    apply(kubectl, namespace, job)
+    st = wait_state(kubectl, namespace, "dangling", {"Invalid"}, 120, operator)
+    condition = next(c for c in st["conditions"] if c["type"] == "InvalidSpec")
+    assert "dshm" in condition["message"], condition["message"]
+    uid = get_job(kubectl, namespace, "dangling")["metadata"]["uid"]
+    assert not live_workers(core, namespace, uid)
+    assert operator.alive
+    kubectl("delete", "trainingjob", "dangling", "-n", namespace, "--timeout=90s")
