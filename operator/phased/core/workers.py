@@ -11,14 +11,18 @@ Names are deterministic (a handler may run twice; ``generateName`` would duplica
   keeps pointing at rank 0 even after rank 0 was replaced.
 * the Service is named after the job.
 
-Environment of every worker: ``PHASED_JOB``, ``PHASED_NAMESPACE``, ``PHASED_PHASE``,
-``PHASED_RANK``, ``PHASED_WORLD_SIZE``, ``PHASED_MASTER_ADDR``, ``PHASED_MASTER_PORT``,
-``PHASED_RESTART_GENERATION``, ``PHASED_RESUME`` ("true" from the first restart of a phase
-on), ``PHASED_CHECKPOINT_ROOT`` (``<checkpoint.path>/<job>``, shared by all phases, so a
-phase can find the one before), ``PHASED_CHECKPOINT_DIR`` (``<root>/<phase>``: where this
-phase writes and resumes from), ``PHASED_CHECKPOINT_INTERVAL_SECONDS``, and the torch-style
-``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``. A template may not set any of
-these names (nor any other ``PHASED_*``): the job becomes InvalidSpec.
+The pod is the phase's template merged over the job's (``TrainingJobSpec.worker_pod``), with
+what Phased owns laid over it: the pool's tolerations and required node affinity, the phase's
+GPUs on the ``worker`` container, ``restartPolicy: Never``, hostname and subdomain, its labels,
+and the environment of the ``worker`` container: ``PHASED_JOB``, ``PHASED_NAMESPACE``,
+``PHASED_PHASE``, ``PHASED_RANK``, ``PHASED_WORLD_SIZE``, ``PHASED_PROCS_PER_NODE``,
+``PHASED_MASTER_ADDR``, ``PHASED_MASTER_PORT``, ``PHASED_RESTART_GENERATION``,
+``PHASED_RESUME`` ("true" from the first restart of a phase on), ``PHASED_CHECKPOINT_ROOT``
+(``<checkpoint.path>/<job>``, shared by all phases, so a phase can find the one before),
+``PHASED_CHECKPOINT_DIR`` (``<root>/<phase>``: where this phase writes and resumes from),
+``PHASED_CHECKPOINT_INTERVAL_SECONDS``, and the launcher's (``LAUNCHER_ENV``): ``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (Plain); ``PET_*`` (Torchrun); ``MS_*`` and
+``RANK_SIZE`` (MindSpore). A template may not set these names (see phased.api.podtemplate).
 """
 
 from __future__ import annotations
