@@ -8,11 +8,18 @@ GPUs and rank environment beside it: the API server accepted the merged pods as 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import yaml
 from e2e import lib
-from e2e.harness import Operator
+from e2e.harness import REPO, Operator
 from e2e.operator_fixtures import JOB_UID, apply, get_job, live_workers, wait_state
+from tests.api.invalid_cases import VALID_CASES
+
+from phased.api.v1alpha1 import parse_manifest
+from phased.core.model import JobRef
+from phased.core.workers import Worker
 
 
 def _job() -> dict[str, Any]:
@@ -132,3 +139,28 @@ def test_a_pod_the_api_server_refuses_makes_the_job_invalid_with_its_message(
     assert not live_workers(core, namespace, uid)
     assert operator.alive
     kubectl("delete", "trainingjob", "dangling", "-n", namespace, "--timeout=90s")
+
+
+def test_every_examples_worker_pods_are_pods_the_api_server_accepts(
+    kubectl: lib.Kubectl, namespace: str
+) -> None:
+    """The merged pods, Phased's parts laid over the templates, pass the API server's own pod
+    validation (server-side dry run), for every example and the full pod spec of the table."""
+    kubectl.run("create", "priorityclass", "training", "--value=1000", check=False)
+    manifests = [c.manifest for c in VALID_CASES if c.id.startswith("a full pod spec")]
+    manifests += [yaml.safe_load(p.read_text()) for p in sorted((REPO / "examples").glob("*.yaml"))]
+    checked = 0
+    for manifest in manifests:
+        job = parse_manifest(manifest)
+        ref = JobRef(namespace=namespace, name=str(job.metadata.name or "llm"), uid="u-e2e")
+        for phase in job.spec.phases:
+            resource = "nvidia.com/gpu" if phase.gpu_types else None
+            pod = Worker(ref, job.spec, phase, 1, 0, 3, resource=resource).manifest()
+            del pod["metadata"]["ownerReferences"]  # no such job: only the pod is judged
+            result = kubectl.run(
+                "create", "--dry-run=server", "-n", namespace, "-f", "-",
+                input=json.dumps(pod), check=False,
+            )  # fmt: skip
+            assert result.returncode == 0, (job.metadata.name, phase.name, result.stderr)
+            checked += 1
+    assert checked >= 10
