@@ -113,7 +113,12 @@ def test_worker_pods_carry_volumes_shm_env_sources_and_sidecars(
         assert worker.resources.limits["nvidia.com/gpu"] == "8"
         assert worker.resources.limits["memory"] == "1Gi"
         assert exporter.resources.limits is None
-        assert [t.key for t in spec.tolerations][-1] == "rdma"
+        # Phased's two, then the template's (the API server appends its own after them).
+        assert [t.key for t in spec.tolerations][:3] == [
+            "phased.dev/pool",
+            "phased.dev/spare",
+            "rdma",
+        ]
         assert spec.restart_policy == "Never"
         assert spec.node_name  # placed by the scheduler on the job's pool
         node = core.read_node(spec.node_name)
