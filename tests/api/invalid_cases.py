@@ -56,6 +56,60 @@ def valid_job() -> Manifest:
     }
 
 
+def full_pod_spec() -> Manifest:
+    """A pod spec with most of what a training run asks for (all of it Phased lets through)."""
+    return {
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+            {"name": "config", "configMap": {"name": "trainer-config"}},
+        ],
+        "initContainers": [
+            {"name": "fetch", "image": "busybox:1.36", "command": ["true"]},
+            {"name": "logs", "image": "fluent-bit:3", "restartPolicy": "Always"},
+        ],
+        "containers": [
+            {
+                "name": "worker",
+                "envFrom": [{"configMapRef": {"name": "nccl"}}, {"secretRef": {"name": "s3"}}],
+                "volumeMounts": [
+                    {"name": "data", "mountPath": "/data"},
+                    {"name": "dshm", "mountPath": "/dev/shm"},
+                ],
+                "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                "resources": {"limits": {"rdma/hca": 1, "memory": "1800Gi"}},
+                "ports": [{"containerPort": 8080, "name": "metrics"}],
+            },
+            {"name": "exporter", "image": "exporter:2"},
+        ],
+        "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+        "tolerations": [{"key": "rdma", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 10,
+                        "preference": {
+                            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]
+                        },
+                    }
+                ]
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+                ]
+            },
+        },
+        "imagePullSecrets": [{"name": "registry"}],
+        "hostNetwork": True,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "priorityClassName": "training",
+        "schedulerName": "default-scheduler",
+        "terminationGracePeriodSeconds": 120,
+    }
+
+
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
@@ -293,6 +347,150 @@ INVALID_CASES: list[InvalidCase] = [
         "spec.phases[1].template.resources.limits: resource names must be qualified names",
         "resource names must be qualified names",
     ),
+    # --- worker pod spec: what Phased owns ----------------------------------------------------
+    InvalidCase(
+        "a template cannot pin a node",
+        job(_set("spec.template.spec", {"nodeName": "gpu-17"})),
+        "spec.template.spec: nodeName cannot be set: Phased places each worker on a node",
+        "nodeName cannot be set: Phased places each worker on a node of the job's pool",
+    ),
+    InvalidCase(
+        "a template cannot select nodes",
+        job(_set("spec.phases[1].template", {"spec": {"nodeSelector": {"zone": "a"}}})),
+        "spec.phases[1].template.spec: nodeSelector cannot be set",
+        "nodeSelector cannot be set: Phased places each worker on a node of the job's pool",
+    ),
+    InvalidCase(
+        "a template cannot require node affinity",
+        job(
+            _set(
+                "spec.template.spec",
+                {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "zone", "operator": "In", "values": ["a"]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    }
+                },
+            )
+        ),
+        "spec.template.spec: required node affinity cannot be set",
+        "required node affinity cannot be set: Phased places each worker",
+    ),
+    InvalidCase(
+        "a template cannot choose the restart policy",
+        job(_set("spec.template.spec", {"restartPolicy": "Always"})),
+        "spec.template.spec: restartPolicy cannot be set",
+        "restartPolicy cannot be set: workers run with Never and Phased restarts them",
+    ),
+    InvalidCase(
+        "a template cannot name the pod's host",
+        job(_set("spec.phases[0].template", {"spec": {"subdomain": "mine"}})),
+        "spec.phases[0].template.spec: hostname, hostnameOverride and subdomain cannot be set",
+        "hostname, hostnameOverride and subdomain cannot be set",
+    ),
+    InvalidCase(
+        "the worker container cannot set the rank environment",
+        job(
+            _set(
+                "spec.phases[1].template",
+                {"spec": {"containers": [{"name": "worker", "env": [{"name": "PET_NNODES"}]}]}},
+            )
+        ),
+        "spec.phases[1].template.spec: the worker's env may not set PHASED_*, PET_*",
+        "the worker's env may not set PHASED_*, PET_* nor RANK, WORLD_SIZE",
+    ),
+    InvalidCase(
+        "the template's env cannot set the rank environment",
+        job(_set("spec.template.env", [{"name": "WORLD_SIZE", "value": "3"}])),
+        "spec.template.env: the worker's env may not set PHASED_*, PET_*",
+        "the worker's env may not set PHASED_*, PET_* nor RANK, WORLD_SIZE",
+    ),
+    InvalidCase(
+        "the template's env cannot set Phased's own variables",
+        job(_set("spec.phases[0].template", {"env": [{"name": "PHASED_RANK", "value": "3"}]})),
+        "spec.phases[0].template.env: the worker's env may not set PHASED_*, PET_*",
+        "the worker's env may not set PHASED_*, PET_* nor RANK, WORLD_SIZE",
+    ),
+    InvalidCase(
+        "phased.dev labels are Phased's",
+        job(_set("spec.template.labels", {"phased.dev/rank": "0"})),
+        "spec.template.labels: labels under phased.dev/ are Phased's own and cannot be set",
+        "labels under phased.dev/ are Phased's own and cannot be set",
+    ),
+    InvalidCase(
+        "a label key is a qualified name",
+        job(_set("spec.phases[1].template", {"labels": {"team name": "x"}})),
+        "spec.phases[1].template.labels: label keys must be qualified names",
+        "label keys must be qualified names",
+    ),
+    InvalidCase(
+        "a label value is a label value",
+        job(_set("spec.template.labels", {"team": "-x"})),
+        "spec.template.labels.team: String should match pattern",
+        "spec.template.labels.team in body should match",
+    ),
+    InvalidCase(
+        "a pod spec field has the API server's type",
+        job(_set("spec.template.spec", {"hostNetwork": "yes"})),
+        "spec.template.spec: hostNetwork: must be of type boolean",
+        "spec.template.spec.hostNetwork: Invalid value",
+    ),
+    InvalidCase(
+        "a pod spec has no made-up fields",
+        job(_set("spec.template.spec", {"volumes": [{"name": "d", "emptyDri": {}}]})),
+        "spec.template.spec: volumes[0]: unknown field 'emptyDri'",
+        'unknown field "spec.template.spec.volumes[0].emptyDri"',
+    ),
+    InvalidCase(
+        "containers are merged by name, so a name is required",
+        job(_set("spec.template.spec", {"containers": [{"image": "sidecar:1"}]})),
+        "spec.template.spec: containers[0].name: required",
+        "spec.template.spec.containers[0].name: Required value",
+    ),
+    InvalidCase(
+        "volumes are merged by name, so a name appears once",
+        job(
+            _set(
+                "spec.template.spec",
+                {"volumes": [{"name": "d", "emptyDir": {}}, {"name": "d", "emptyDir": {}}]},
+            )
+        ),
+        "spec.template.spec: volumes: repeated name",
+        "spec.template.spec.volumes[1]: Duplicate value",
+    ),
+    InvalidCase(
+        "an env var's source has the API server's shape",
+        job(
+            _set(
+                "spec.template.env",
+                [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": 3}}}],
+            )
+        ),
+        "spec.template.env[0].valueFrom: secretKeyRef.key: must be of type string",
+        "spec.template.env[0].valueFrom.secretKeyRef.key: Invalid value",
+    ),
+    # --- launcher ------------------------------------------------------------------------------
+    InvalidCase(
+        "a c10d rendezvous is torchrun's",
+        job(_set("spec.launcher", {"type": "MindSpore", "rendezvous": "C10d"})),
+        "spec.launcher: launcher.rendezvous C10d needs launcher.type Torchrun",
+        "launcher.rendezvous C10d needs launcher.type Torchrun",
+    ),
+    InvalidCase(
+        "the launcher is one of the known ones",
+        job(_set("spec.phases[1].launcher", {"type": "deepspeed"})),
+        "spec.phases[1].launcher.type: Input should be 'Plain', 'Torchrun' or 'MindSpore'",
+        "spec.phases[1].launcher.type: Unsupported value",
+    ),
     # --- durations ---------------------------------------------------------------------------
     InvalidCase(
         "a duration is written with units, not words",
@@ -501,6 +699,36 @@ VALID_CASES: list[ValidCase] = [
             _set(
                 "spec.template.resources",
                 {"requests": {"cpu": "96", "memory": "1500Gi"}, "limits": {"cpu": "500m"}},
+            ),
+        ),
+    ),
+    ValidCase(
+        "a full pod spec: volumes, shm, secrets, sidecars, RDMA, tolerations, affinity terms",
+        job(
+            _set("spec.launcher", {"type": "Torchrun", "rendezvous": "C10d", "port": 29400}),
+            _set("spec.phases[1].launcher", {"type": "Torchrun", "procsPerNode": 4}),
+            _set("spec.template.labels", {"team": "llm", "example.com/cost-center": "42"}),
+            _set(
+                "spec.template.env",
+                [
+                    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}}},
+                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                ],
+            ),
+            _set("spec.template.spec", full_pod_spec()),
+            _set(
+                "spec.phases[1].template.spec",
+                {"containers": [{"name": "worker", "resources": {"limits": {"rdma/hca": "1"}}}]},
+            ),
+        ),
+    ),
+    ValidCase(
+        "the image only in the worker container of the pod spec",
+        job(
+            _drop("spec.template"),
+            _set(
+                "spec.template.spec",
+                {"containers": [{"name": "worker", "image": "trainer:1"}]},
             ),
         ),
     ),

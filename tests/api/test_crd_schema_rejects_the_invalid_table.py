@@ -1,7 +1,8 @@
 """The CRD rejects every invalid TrainingJob: by its OpenAPI schema, or by a CEL rule.
 
 The OpenAPI part is checked here with a JSON-schema validator (bounds, enums, patterns,
-required fields and list uniqueness mean the same there); a case the schema lets through must
+required fields, list uniqueness and, as with kubectl's strict field validation, unknown
+fields mean the same there); a case the schema lets through must
 expect one of the CRD's CEL messages, which the end-to-end suite sees a real API server give.
 """
 
@@ -41,12 +42,30 @@ def _duplicate_problems(value: Any, schema: dict[str, Any], path: str) -> Iterat
                 yield from _duplicate_problems(item, child, f"{path}.{key}")
 
 
+def _unknown_fields(value: Any, schema: dict[str, Any], path: str) -> Iterator[str]:
+    """What the API server's strict field validation (kubectl's default) adds: no made-up keys."""
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unknown_fields(item, schema.get("items", {}), f"{path}[{index}]")
+    elif isinstance(value, dict) and "properties" in schema:
+        for key, item in value.items():
+            if key not in schema["properties"]:
+                if path != ".metadata":
+                    yield f'unknown field "{path[1:]}.{key}"'
+            else:
+                yield from _unknown_fields(item, schema["properties"][key], f"{path}.{key}")
+
+
 def schema_problems(manifest: dict[str, Any]) -> list[str]:
     """What the CRD's OpenAPI schema (without CEL) finds wrong with ``manifest``."""
     root = crd_root_schema()
     validator = jsonschema.Draft7Validator(root)
     found = [e.message for e in validator.iter_errors(manifest)]
-    return found + list(_duplicate_problems(manifest, root, ""))
+    return (
+        found
+        + list(_duplicate_problems(manifest, root, ""))
+        + list(_unknown_fields(manifest, root, ""))
+    )
 
 
 def cel_messages() -> set[str]:

@@ -7,7 +7,9 @@ models re-check everything in the operator and in ``phased plan``.
 
 from __future__ import annotations
 
+import copy
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -21,7 +23,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from phased.api import podtemplate
 from phased.api.durations import DURATION_PATTERN, parse_duration
+from phased.api.podtemplate import WORKER_CONTAINER
 
 GROUP = "phased.dev"
 VERSION = "v1alpha1"
@@ -152,8 +156,30 @@ class _Model(BaseModel):
 
 
 class EnvVar(_Model):
+    """An environment variable of the worker container: a value, or one taken from elsewhere."""
+
     name: str = Field(pattern=ENV_NAME_PATTERN, max_length=128)
     value: str = Field(default="", max_length=4096)
+    # A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef...),
+    # checked against the API server's schema; see phased.api.podtemplate.
+    value_from: dict[str, Any] | None = None
+
+    @field_validator("value_from")
+    @classmethod
+    def _env_source(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            problems = podtemplate.structural_problems(value, podtemplate.env_source_schema())
+            if problems:
+                raise ValueError("; ".join(problems))
+        return value
+
+    def to_k8s(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.value or self.value_from is None:
+            out["value"] = self.value
+        if self.value_from is not None:
+            out["valueFrom"] = self.value_from
+        return out
 
 
 class Resources(_Model):
@@ -167,8 +193,19 @@ class Resources(_Model):
         return value
 
 
+# A label value: at most 63 characters, alphanumeric at both ends (empty allowed).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_PREFIX_MESSAGE = "labels under phased.dev/ are Phased's own and cannot be set"
+
+
 class WorkerTemplate(_Model):
-    """The worker container; phase templates override the job's field by field."""
+    """The worker pod; a phase's template is merged over the job's (see ``worker_pod``).
+
+    ``image``, ``command``, ``args``, ``env`` and ``resources`` are short for the same fields
+    of the container named ``worker`` in ``spec`` (they win over it when both are set);
+    ``spec`` is a whole Kubernetes pod spec: volumes, init containers, sidecars, security
+    context, tolerations, affinity terms and the rest (see phased.api.podtemplate).
+    """
 
     image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
     command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
@@ -180,11 +217,23 @@ class WorkerTemplate(_Model):
     annotations: dict[str, Annotated[str, Field(max_length=1024)]] | None = Field(
         default=None, max_length=32
     )
+    labels: dict[str, Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]] | None = (
+        Field(default=None, max_length=32)
+    )
+    spec: dict[str, Any] | None = None
 
     @field_validator("annotations")
     @classmethod
     def _annotation_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         _qualified_names("annotation keys", value or {})
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        _qualified_names("label keys", value or {})
+        if any(k.startswith(podtemplate.LABEL_PREFIX) for k in value or {}):
+            raise ValueError(LABEL_PREFIX_MESSAGE)
         return value
 
     @field_validator("env")
@@ -194,25 +243,98 @@ class WorkerTemplate(_Model):
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"env names must be unique; repeated: {', '.join(repeated)}")
+        if any(podtemplate.reserved_env(n) for n in names):
+            raise ValueError(podtemplate.RESERVED_ENV_MESSAGE)
         return value
 
-    def merged_over(self, base: WorkerTemplate) -> WorkerTemplate:
-        """This template with every unset field taken from ``base``; env lists are merged.
+    @field_validator("spec")
+    @classmethod
+    def _pod_spec(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            problems = podtemplate.structural_problems(value) or podtemplate.owned_problems(value)
+            if problems:
+                raise ValueError("; ".join(problems))
+        return value
 
-        Both templates are already valid; the merge is not validated again, so the job's and
-        the phase's env (128 each) and annotations (32 each) may add up past one template's
-        bound, as the CRD allows (re-validating reported errors at no path of the spec).
-        """
-        env = {e.name: e for e in (base.env or [])}
-        env.update({e.name: e for e in (self.env or [])})
-        return WorkerTemplate.model_construct(
-            image=self.image or base.image,
-            command=self.command if self.command is not None else base.command,
-            args=self.args if self.args is not None else base.args,
-            env=list(env.values()) or None,
-            resources=self.resources or base.resources,
-            annotations={**(base.annotations or {}), **(self.annotations or {})} or None,
+    def pod_spec(self) -> dict[str, Any]:
+        """``spec`` with the short fields folded into its ``worker`` container."""
+        spec = copy.deepcopy(self.spec or {})
+        containers: list[dict[str, Any]] = spec.setdefault("containers", [])
+        worker = next((c for c in containers if c.get("name") == WORKER_CONTAINER), None)
+        if worker is None:
+            worker = {"name": WORKER_CONTAINER}
+            containers.insert(0, worker)
+        if self.image is not None:
+            worker["image"] = self.image
+        if self.command is not None:
+            worker["command"] = list(self.command)
+        if self.args is not None:
+            worker["args"] = list(self.args)
+        if self.env:
+            env = {e["name"]: e for e in worker.get("env") or []}
+            env.update({e.name: e.to_k8s() for e in self.env})
+            worker["env"] = list(env.values())
+        if self.resources is not None:
+            resources = worker.setdefault("resources", {})
+            for kind in ("requests", "limits"):
+                amounts = {**resources.get(kind, {}), **getattr(self.resources, kind)}
+                if amounts:
+                    resources[kind] = amounts
+        return spec
+
+
+@dataclass(frozen=True)
+class WorkerPod:
+    """A phase's worker pod as the templates ask for it, before Phased adds its own parts."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    spec: dict[str, Any]
+
+    @property
+    def worker(self) -> dict[str, Any]:
+        """The ``worker`` container (always present)."""
+        container: dict[str, Any] = next(
+            c for c in self.spec["containers"] if c.get("name") == WORKER_CONTAINER
         )
+        return container
+
+    def all_containers(self) -> list[dict[str, Any]]:
+        """Init containers (sidecars among them), then the containers."""
+        return [*self.spec.get("initContainers", []), *self.spec["containers"]]
+
+
+class LauncherType(StrEnum):
+    """How the worker container starts the training processes: which environment it gets."""
+
+    PLAIN = "Plain"  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (one process per node)
+    TORCHRUN = "Torchrun"  # the PET_* variables torchrun reads
+    MINDSPORE = "MindSpore"  # MindSpore's dynamic cluster (msrun) on Ascend: MS_*, RANK_SIZE
+
+
+class Rendezvous(StrEnum):
+    """How torchrun's agents find each other."""
+
+    STATIC = "Static"  # rank 0's pod is the master; node ranks are fixed
+    C10D = "C10d"  # a c10d rendezvous hosted by rank 0's pod; node ranks assigned by it
+
+
+class Launcher(_Model):
+    type: LauncherType = LauncherType.PLAIN
+    # Processes per node (torchrun's nproc-per-node, msrun's local_worker_num); unset: the
+    # phase's gpusPerNode, or 1 for a CPU phase.
+    procs_per_node: int | None = Field(default=None, ge=1, le=128)
+    rendezvous: Rendezvous = Rendezvous.STATIC
+    port: int = Field(default=29500, ge=1024, le=65535)
+
+    @model_validator(mode="after")
+    def _rendezvous_needs_torchrun(self) -> Launcher:
+        if self.rendezvous != Rendezvous.STATIC and self.type != LauncherType.TORCHRUN:
+            raise ValueError(LAUNCHER_RENDEZVOUS_MESSAGE)
+        return self
+
+
+LAUNCHER_RENDEZVOUS_MESSAGE = "launcher.rendezvous C10d needs launcher.type Torchrun"
 
 
 class NodeRange(_Model):
@@ -236,6 +358,7 @@ class Phase(_Model):
     gpu_types: list[GPUType] = Field(default_factory=list, max_length=3)
     gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
     template: WorkerTemplate = Field(default_factory=WorkerTemplate)
+    launcher: Launcher | None = None  # unset: the job's
     max_duration: Duration | None = None
     expected_duration: Duration | None = None
     completion: Completion = Field(default_factory=Completion)
@@ -328,6 +451,7 @@ class Checkpoint(_Model):
 class TrainingJobSpec(_Model):
     phases: list[Phase] = Field(min_length=1, max_length=MAX_PHASES)
     template: WorkerTemplate = Field(default_factory=WorkerTemplate)
+    launcher: Launcher = Field(default_factory=Launcher)
     spares: Spares = Field(default_factory=Spares)
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
@@ -341,10 +465,17 @@ class TrainingJobSpec(_Model):
         if duplicates:
             raise ValueError(f"phase names must be unique; repeated: {', '.join(duplicates)}")
         for phase in self.phases:
-            if not self.worker_template(phase).image:
+            pod = self.worker_pod(phase)
+            if not pod.worker.get("image"):
                 raise ValueError(
                     f"phase {phase.name!r} has no worker image: set spec.template.image "
                     "or the phase's template.image"
+                )
+            missing = sorted(c.get("name", "") for c in pod.all_containers() if not c.get("image"))
+            if missing:
+                raise ValueError(
+                    f"phase {phase.name!r}: containers {', '.join(missing)} have no image "
+                    "(in the job's template or the phase's)"
                 )
         for field in ("not_ready_grace", "gpu_fault_grace", "gpu_drop_grace", "pending_grace"):
             value = getattr(self.failure_policy, field)
@@ -354,9 +485,17 @@ class TrainingJobSpec(_Model):
             raise ValueError("checkpoint.interval must be at least 1m")
         return self
 
-    def worker_template(self, phase: Phase) -> WorkerTemplate:
-        """The phase's worker template over the job's defaults."""
-        return phase.template.merged_over(self.template)
+    def worker_pod(self, phase: Phase) -> WorkerPod:
+        """The phase's template merged over the job's (pod specs as a strategic merge does)."""
+        job, own = self.template, phase.template
+        return WorkerPod(
+            labels={**(job.labels or {}), **(own.labels or {})},
+            annotations={**(job.annotations or {}), **(own.annotations or {})},
+            spec=podtemplate.merge(job.pod_spec(), own.pod_spec()),
+        )
+
+    def launcher_of(self, phase: Phase) -> Launcher:
+        return phase.launcher or self.launcher
 
 
 # ---------------------------------------------------------------------------------------------
