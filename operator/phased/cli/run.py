@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,8 @@ async def _operate(settings: Settings, args: argparse.Namespace, namespaces: lis
     await standby.start()
     await elector.acquire()
     await standby.stop()  # the leader's own health server takes the port
-    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces))
+    # Every write of the operator is fenced by the Lease: none goes out past the deadline.
+    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces, elector.may_act))
     keeping = asyncio.create_task(elector.keep())
     done, _ = await asyncio.wait({serving, keeping}, return_when=asyncio.FIRST_COMPLETED)
     if keeping in done:
@@ -150,7 +152,12 @@ async def _operate(settings: Settings, args: argparse.Namespace, namespaces: lis
     serving.result()
 
 
-async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:
+async def _serve(
+    settings: Settings,
+    kubeconfig: str | None,
+    namespaces: list[str],
+    fence: Callable[[], bool] | None = None,
+) -> None:
     import kopf
     from prometheus_client import CollectorRegistry, start_http_server
 
@@ -166,7 +173,7 @@ async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[st
         registry = CollectorRegistry()
         metrics = Metrics.create(registry)
         start_http_server(settings.metrics_port, registry=registry)
-        kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error)
+        kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error, fence=fence)
         reconciler = Reconciler(kube, settings, metrics)
         health = HealthServer(reconciler, settings.health_port)
         await health.start()
