@@ -17,6 +17,9 @@ EVERYTHING_ON = (
     "fullnameOverride=gpu-operator",
     "podAnnotations.example\\.com/team=ml",
     "priorityClassName=system-cluster-critical",
+    "priorityClass.create=false",
+    "replicaCount=2",
+    "image.digest=sha256:" + "ab" * 32,
 )
 
 
