@@ -257,3 +257,72 @@ def test_the_check_catches_an_elector_that_trusts_the_holders_clock() -> None:
     """The same worlds with the old rule (holder's renewTime against the local wall clock,
     no acting deadline): replicas hours apart take each other's live lease, and acts overlap."""
     assert any(_overlaps(_simulate(seed, naive=True)) for seed in range(3))
+
+
+class _PlainAPI:
+    """The Lease API without faults, answering at once."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def request(
+        self, verb: str, method: str, path: str, *, resource: str, body: Any = None, **_: Any
+    ) -> dict[str, Any]:
+        return self.world.apply(method, body)
+
+
+def _held_by_another(world: World, renew_time: str) -> None:
+    world.lease = {
+        "metadata": {"name": "phased", "resourceVersion": "0"},
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": 15, "renewTime": renew_time},
+    }
+
+
+@pytest.mark.parametrize("renew_time", ["2000-01-01T00:00:00.000000Z", "2100-01-01T00:00:00Z"])
+def test_a_standby_counts_the_lease_on_its_own_clock_not_the_holders_renew_time(
+    renew_time: str,
+) -> None:
+    """Ancient or future renewTime alike: the standby takes over exactly when the record has
+    stayed unchanged for leaseDurationSeconds since *it* saw it."""
+    world = World(rng=random.Random(0))
+    _held_by_another(world, renew_time)
+
+    async def main() -> list[tuple[float, bool]]:
+        elector = LeaseElector(_PlainAPI(world), "ns", "phased", "me", clock=_now)
+        seen = []
+        for at in (0.0, 10.0, 14.9, 15.1):
+            await asyncio.sleep(at - _now())
+            seen.append((at, await elector.try_acquire_or_renew()))
+        return seen
+
+    assert virtual_time.run(main()) == [(0.0, False), (10.0, False), (14.9, False), (15.1, True)]
+    assert world.lease is not None and world.lease["spec"]["holderIdentity"] == "me"
+    assert world.lease["spec"]["leaseTransitions"] == 1
+
+
+def test_a_record_that_keeps_changing_is_never_taken_over_and_fencing_follows_renewals() -> None:
+    world = World(rng=random.Random(0))
+    _held_by_another(world, "2000-01-01T00:00:00Z")
+
+    async def main() -> tuple[bool, bool, bool, bool]:
+        standby = LeaseElector(_PlainAPI(world), "ns", "phased", "me", clock=_now)
+        for _ in range(30):  # the holder renews every 2 s for a minute
+            assert not await standby.try_acquire_or_renew()
+            assert world.lease is not None
+            renewed = copy.deepcopy(world.lease)
+            renewed["metadata"]["resourceVersion"] = str(world.version)
+            world.apply("PUT", renewed)
+            await asyncio.sleep(2)
+        assert not standby.may_act()
+        assert not await standby.try_acquire_or_renew()  # sees the last renewal: 15 s from now
+        await asyncio.sleep(14.9)
+        assert not await standby.try_acquire_or_renew()
+        await asyncio.sleep(0.2)  # the holder is gone
+        took = await standby.try_acquire_or_renew()
+        acting = standby.may_act()
+        await asyncio.sleep(LEASE_SECONDS - standby.margin - 0.1)
+        still = standby.may_act()
+        await asyncio.sleep(0.2)  # no renewal since: past sent + lease - margin
+        return took, acting, still, standby.may_act()
+
+    assert virtual_time.run(main()) == (True, True, True, False)
