@@ -47,6 +47,7 @@ def test_defaults_render_the_expected_objects() -> None:
             "ConfigMap": 2,  # settings, dashboard
             "Service": 1,
             "Deployment": 1,
+            "PriorityClass": 1,  # phased-operator, priorityClass.create
         }
     )
 
