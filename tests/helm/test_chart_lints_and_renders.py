@@ -17,6 +17,9 @@ EVERYTHING_ON = (
     "fullnameOverride=gpu-operator",
     "podAnnotations.example\\.com/team=ml",
     "priorityClassName=system-cluster-critical",
+    "priorityClass.create=false",
+    "replicaCount=2",
+    "image.digest=sha256:" + "ab" * 32,
 )
 
 
@@ -44,6 +47,7 @@ def test_defaults_render_the_expected_objects() -> None:
             "ConfigMap": 2,  # settings, dashboard
             "Service": 1,
             "Deployment": 1,
+            "PriorityClass": 1,  # phased-operator, priorityClass.create
         }
     )
 

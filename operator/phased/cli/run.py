@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,8 @@ async def _operate(settings: Settings, args: argparse.Namespace, namespaces: lis
     await standby.start()
     await elector.acquire()
     await standby.stop()  # the leader's own health server takes the port
-    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces))
+    # Every write of the operator is fenced by the Lease: none goes out past the deadline.
+    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces, elector.may_act))
     keeping = asyncio.create_task(elector.keep())
     done, _ = await asyncio.wait({serving, keeping}, return_when=asyncio.FIRST_COMPLETED)
     if keeping in done:
@@ -157,7 +159,12 @@ def _own_pod() -> tuple[str, str] | None:
     return (namespace, name) if namespace and name else None
 
 
-async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[str]) -> None:
+async def _serve(
+    settings: Settings,
+    kubeconfig: str | None,
+    namespaces: list[str],
+    fence: Callable[[], bool] | None = None,
+) -> None:
     import kopf
     from prometheus_client import CollectorRegistry, start_http_server
 
@@ -173,7 +180,7 @@ async def _serve(settings: Settings, kubeconfig: str | None, namespaces: list[st
         registry = CollectorRegistry()
         metrics = Metrics.create(registry)
         start_http_server(settings.metrics_port, registry=registry)
-        kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error)
+        kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error, fence=fence)
         reconciler = Reconciler(kube, settings, metrics, operator_pod=_own_pod())
         health = HealthServer(reconciler, settings.health_port)
         await health.start()
