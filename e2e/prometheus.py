@@ -101,6 +101,8 @@ class Prometheus:
                 f"--config.file={self.workdir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
+                # targets reach the scraper after 1 s, not the default 5 s
+                "--scrape.discovery-reload-interval=1s",
                 "--log.level=warn",
             ],
             stdout=log,
