@@ -12,6 +12,8 @@ capacity. Rules run with `for` cut to 2 s (promtool tests the real durations in 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -36,6 +38,7 @@ from e2e.operator_fixtures import (
 from e2e.prometheus import Prometheus, QueryError, require_prometheus, with_short_for
 from tests.alerts.promtool import rule_groups
 
+from phased.cli.kubectl import main as kubectl_main
 from phased.metrics import RECOVERY_BUCKETS
 
 JOB = "obs"
@@ -79,12 +82,21 @@ def the_job() -> dict[str, Any]:
 
 
 def kubectl_phased(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The plugin as kubectl runs it (`kubectl-phased ARGS`), from this checkout."""
+    """`kubectl phased ARGS`: the function behind the `kubectl-phased` script, run in this
+    process (the Kubernetes client is imported once, not per call)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = kubectl_main([*args, "--kubeconfig", kubeconfig])
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def kubectl_phased_process(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same as its own process, `python -m phased.cli.kubectl`, from this checkout."""
     return subprocess.run(
         [sys.executable, "-m", "phased.cli.kubectl", *args, "--kubeconfig", kubeconfig],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO / "operator")},
         check=False,
@@ -334,7 +346,7 @@ def test_kubectl_phased_status_reports_the_run(run: Run, kubeconfig: str) -> Non
     assert view["pool"]["quarantined"] == [run.victim]
     assert view["checkpoint"] == {"interval": "10m", "path": "/ckpt/obs"}
 
-    text = kubectl_phased(kubeconfig, "status", JOB, "-n", run.namespace)
+    text = kubectl_phased_process(kubeconfig, "status", JOB, "-n", run.namespace)
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith(f"TrainingJob {run.namespace}/{JOB}: Succeeded, phase train")
     assert f"cost so far {st['accounting']['cost']:,.2f} USD" in text.stdout
