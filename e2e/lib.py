@@ -17,6 +17,7 @@ import contextlib
 import functools
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -498,7 +499,9 @@ def stop_kubelet(node: str) -> None:
 
 
 def start_kubelet(core: Any, node: str, timeout: float = 120) -> None:
-    """Start the node's kubelet again (the same command line) and wait until it is Ready."""
+    """Start the node's kubelet again (the same command line), wait until it is Ready, and
+    advertise its GPUs again (a kubelet that registers again zeroes extended resources no
+    device plugin reports, as after a reboot)."""
     if kubelet_pid(node) is None:
         subprocess.Popen(
             ["bash", str(_node_dir(node) / "start-kubelet.sh")],
@@ -508,6 +511,24 @@ def start_kubelet(core: Any, node: str, timeout: float = 120) -> None:
             stderr=subprocess.DEVNULL,
         )
     wait_until(lambda: node_ready(core, node) == "True", timeout, message=f"{node} Ready again")
+    advertise_gpus(core, node)
+
+
+def advertise_gpus(core: Any, node: str) -> None:
+    """Patch the real node's status with the accelerators of its kind (``nodes.py``), as
+    ``nodes-up.sh`` does: the documented way to advertise an extended resource."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_phased_nodes", E2E / "cluster" / "nodes.py")
+    assert spec is not None and spec.loader is not None
+    kinds = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
+    if spec.name not in sys.modules:
+        sys.modules[spec.name] = kinds  # its dataclasses look themselves up there
+        spec.loader.exec_module(kinds)
+    kind = (core.read_node(node).metadata.labels or {}).get("phased.dev/sim-node-kind", "")
+    gpus = {k: str(v) for k, v in kinds.KINDS[kind].accelerators.items()} if kind else {}
+    if gpus:
+        core.patch_node_status(node, {"status": {"capacity": gpus, "allocatable": gpus}})
 
 
 def freeze_kubelet(node: str) -> None:

@@ -105,17 +105,19 @@ _restore_iptables() {
   (( ${#removed[@]} == 0 )) || step "host settings: removed iptables chains ${removed[*]}"
 }
 
-# Folders that did not exist before: remove what real nodes left in them, then the folder
-# (only if it is then empty, so nothing of anyone else's is removed).
+# Folders that did not exist before: remove what real nodes left in them (sockets, links to
+# their logs, empty folders; e.g. every kubelet binds /var/lib/kubelet/device-plugins/kubelet.sock
+# whatever its root folder), then the folder. Anything else in it is kept and named.
 _restore_paths() {
   local p
   for p in "${HOST_PATHS[@]}"; do
     grep -qx "path-existed $p" "$HOST_STATE/saved" && continue
     [[ -d "$p" ]] || continue
-    case "$p" in
-      /var/log/containers) find "$p" -maxdepth 1 -type l ! -exec test -e {} \; -delete 2>/dev/null || true ;;
-      /run/containerd) find "$p" -depth -mindepth 1 -type d -empty -delete 2>/dev/null || true ;;
-    esac
-    rmdir "$p" 2>/dev/null && step "host settings: removed $p (real nodes created it)" || true
+    find "$p" -depth -mindepth 1 \( -type s -o -xtype l -o -type d -empty \) -delete 2>/dev/null || true
+    if rmdir "$p" 2>/dev/null; then
+      step "host settings: removed $p (real nodes created it)"
+    else
+      step "warning: $p was created while real nodes ran and is not empty; left as is"
+    fi
   done
 }

@@ -54,11 +54,11 @@ node_ip() { echo "$PHASED_NODES_NET.0.$((10 + $1))"; }
 kubelet_port() { echo $((PHASED_NODES_PORT_BASE + 10 * $1)); }  # healthz: +1
 proxy_port() { echo $((PHASED_NODES_PORT_BASE + 10 * $1 + 2)); }  # the node's relay to the API server
 cgroup_root() { echo "/phased.$PHASED_CLUSTER_NAME.$(node_name "$1")"; }
-# v1 controllers the kubelet and runc use (the named "systemd" and "unified" ones are left alone).
+# The v1 hierarchies (the kubelet wants its cgroup root in each, the named "systemd" one too).
 cgroup_controllers() {
   local d
   for d in /sys/fs/cgroup/*; do
-    case "${d##*/}" in systemd|unified|rdma|misc) continue ;; esac
+    case "${d##*/}" in unified) continue ;; esac
     [[ -d "$d" && ! -L "$d" && -f "$d/cgroup.procs" ]] && echo "$d"
   done
 }
@@ -108,7 +108,7 @@ fi
 node_files() {
   local i="$1" name d ip
   name="$(node_name "$i")"; d="$ND/$name"; ip="$(node_ip "$i")"
-  mkdir -p "$d/pki" "$d/cni/net.d" "$d/cni/ipam" "$d/containerd" "$d/kubelet" "$d/pod-logs"
+  mkdir -p "$d/pki" "$d/manifests" "$d/cni/net.d" "$d/cni/ipam" "$d/containerd" "$d/kubelet" "$d/pod-logs"
   if [[ ! -f "$d/pki/node.crt" ]]; then
     openssl req -new -newkey rsa:2048 -nodes -keyout "$d/pki/node.key" -out "$d/pki/node.csr" \
       -subj "/O=system:nodes/CN=system:node:$name" >/dev/null 2>&1
@@ -217,7 +217,7 @@ clusterDomain: cluster.local
 clusterDNS: [$PHASED_NODES_DNS_IP]
 resolvConf: $ND/resolv.conf
 podLogsDir: $d/pod-logs
-staticPodPath: ""
+staticPodPath: $d/manifests
 registerNode: true
 maxPods: 32
 nodeStatusUpdateFrequency: 10s
@@ -324,7 +324,7 @@ for i in $(seq "$N"); do
   for r in "${resources[@]}"; do capacity+="\"${r%%:*}\": \"${r##*:}\","; done
   if [[ -n "$capacity" ]]; then
     k patch node "$name" --subresource=status --type=merge \
-      -p "{\"status\": {\"capacity\": {${capacity%,}}}}" >/dev/null
+      -p "{\"status\": {\"capacity\": {${capacity%,}}, \"allocatable\": {${capacity%,}}}}" >/dev/null
   fi
 done
 until k wait --for=condition=Ready node -l type=real --timeout=30s >/dev/null 2>&1; do
