@@ -34,6 +34,7 @@ our_programs() {
     [[ "$exe" == "$PHASED_CACHE/bin/"* ]] || continue
     tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$ND/" && echo "${p#/proc/}"
   done
+  return 0
 }
 # Cgroup folders of this cluster's nodes (one per v1 controller and node).
 our_cgroups() {
@@ -42,6 +43,7 @@ our_cgroups() {
     [[ -d "$c" && ! -L "$c" ]] || continue
     for g in "$c/phased.$PHASED_CLUSTER_NAME".*; do [[ -d "$g" ]] && echo "$g"; done
   done
+  return 0
 }
 # Processes in those cgroups: the containers.
 container_pids() {
@@ -69,13 +71,14 @@ pids_of() {  # the pids in $ND/pids/<pattern>.pid that are alive
     p="$(cat "$f" 2>/dev/null || true)"
     [[ "$p" =~ ^[0-9]+$ ]] && kill -0 "$p" 2>/dev/null && echo "$p"
   done
+  return 0
 }
 
 # shellcheck disable=SC2046
 {
   pids=$(pids_of 'kubelet-*'); [[ -z "$pids" ]] || { step "stopping kubelets: $(echo $pids)"; stop_pids TERM $pids; }
   pids=$(container_pids); [[ -z "$pids" ]] || { step "stopping containers: $(echo $pids | wc -w) processes"; stop_pids KILL $pids; }
-  pids=$(for p in $(our_programs); do [[ "$(readlink /proc/$p/exe)" == *containerd-shim* ]] && echo "$p"; done)
+  pids=$(for p in $(our_programs); do [[ "$(readlink "/proc/$p/exe")" != *containerd-shim* ]] || echo "$p"; done)
   [[ -z "$pids" ]] || { step "stopping containerd shims: $(echo $pids)"; stop_pids TERM $pids; }
   pids=$(pids_of 'containerd-*'); [[ -z "$pids" ]] || { step "stopping containerds: $(echo $pids)"; stop_pids TERM $pids; }
   pids=$(pids_of 'apiproxy-*'); [[ -z "$pids" ]] || { step "stopping API relays: $(echo $pids)"; stop_pids TERM $pids; }
