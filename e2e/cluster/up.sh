@@ -131,6 +131,12 @@ options:
   cacheDir: $PHASED_CLUSTER_DIR/kwok-cache
   heartbeatFactor: 1
   nodeLeaseDurationSeconds: 40
+# kwok manages only the simulated nodes (annotated by nodes.py), not the real ones.
+componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: "false", override: true}
+  - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}
 EOF
 
 create_args=(
@@ -153,9 +159,6 @@ create_args+=(--extra-args "kube-scheduler=leader-elect=false")
 # The API server reaches a real node's kubelet (logs, exec) at its InternalIP: the node's
 # Hostname address is its name, which no resolver knows.
 create_args+=(--extra-args "kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP")
-# kwok manages only the simulated nodes (annotated by nodes.py), not the real ones.
-create_args+=(--extra-args "kwok-controller=manage-all-nodes=false"
-              --extra-args "kwok-controller=manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
 if [[ "${PHASED_DRY_RUN:-0}" == 1 ]]; then
   "$KWOKCTL" "${create_args[@]}" --dry-run
   exit 0
