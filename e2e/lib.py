@@ -576,25 +576,32 @@ def kill_node_containers(node: str) -> int:
 
 
 def _pod_links(node: str) -> list[str]:
-    """Host-side veth names of the node's pods (their sandboxes' eth0 peers)."""
+    """Host-side veth names of the node's pods: the peers of their sandboxes' eth0, and only
+    links enslaved to this cluster's bridge (nothing else on the host is ever touched)."""
+    import re
+
+    bridge = real_node_settings()["PHASED_NODES_BRIDGE"]
+    listed = subprocess.run(
+        ["ip", "-o", "link", "show", "master", bridge], capture_output=True, text=True
+    ).stdout
+    on_bridge: dict[str, str] = {}
+    for line in listed.splitlines():
+        index, _, rest = line.partition(": ")
+        on_bridge[index.strip()] = rest.split("@")[0].split(":")[0]
     names: list[str] = []
     for ns in (_node_dir(node) / "containerd" / "state").rglob("cni-*"):
         if not ns.is_file():
             continue
+        # Read through netlink in the pod's namespace ("3: eth0@if12: ..."): /sys would show
+        # the host's own links.
         res = subprocess.run(
-            ["nsenter", f"--net={ns}", "cat", "/sys/class/net/eth0/iflink"],
+            ["nsenter", f"--net={ns}", "ip", "-o", "link", "show", "eth0"],
             capture_output=True,
             text=True,
         )
-        if res.returncode != 0 or not res.stdout.strip().isdigit():
-            continue
-        link = subprocess.run(
-            ["ip", "-o", "link", "show"], capture_output=True, text=True, check=True
-        ).stdout
-        for line in link.splitlines():
-            index, _, rest = line.partition(": ")
-            if index == res.stdout.strip():
-                names.append(rest.split("@")[0].split(":")[0])
+        peer = re.search(r"eth0@if(\d+):", res.stdout)
+        if peer and peer.group(1) in on_bridge:
+            names.append(on_bridge[peer.group(1)])
     return names
 
 
