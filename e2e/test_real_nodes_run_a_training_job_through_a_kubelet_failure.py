@@ -308,3 +308,36 @@ def test_a_job_on_real_nodes_survives_a_stopped_kubelet(
     assert [p["state"] for p in st["phases"]] == ["Succeeded", "Succeeded"]
     for pod in pods:
         assert any(e["event"] == "done" for e in events(core, namespace, pod.metadata.name))
+
+
+def test_failures_injected_on_a_real_node_are_what_a_user_meets(
+    real: list[str], core: Any, namespace: str
+) -> None:
+    """The node's containers killed: its pod fails with 137, as the kubelet saw it. The
+    kubelet frozen: the node goes silent (not Ready after the node monitor grace) while its
+    process lives; thawed, the node is Ready again."""
+    node = real[-1]
+    body = lib.sim_pod(
+        "victim",
+        image=IMAGE,
+        command=["python3", "-c", "import time\nwhile True: time.sleep(1)"],
+        node_name=node,
+    )
+    core.create_namespaced_pod(namespace, body)
+    lib.wait_pod_phase(core, namespace, "victim", "Running", timeout=120)
+    assert lib.node_container_pids(node), f"no container process in the cgroups of {node}"
+    assert lib.kill_node_containers(node) >= 1
+    pod = lib.wait_pod_phase(core, namespace, "victim", "Failed", timeout=120)
+    assert lib.container_exit_code(pod) == 137
+
+    try:
+        lib.freeze_kubelet(node)
+        lib.wait_until(
+            lambda: lib.node_ready(core, node) != "True",
+            180,
+            message=f"{node} no longer Ready with its kubelet frozen",
+        )
+        assert lib.kubelet_pid(node) is not None, "a frozen kubelet is still a process"
+    finally:
+        lib.restore_real_node(core, node)
+    assert lib.node_ready(core, node) == "True"
