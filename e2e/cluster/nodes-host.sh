@@ -82,7 +82,10 @@ host_restore() {
     _restore_paths
     rm -f "$HOST_STATE/saved"
   ) 9>"$HOST_STATE/lock"
-  rmdir "$HOST_STATE/holders" 2>/dev/null || true
+  # Nothing recorded any more: leave no trace in /run.
+  if [[ ! -f "$HOST_STATE/saved" ]] && rmdir "$HOST_STATE/holders" 2>/dev/null; then
+    rm -f "$HOST_STATE/lock"; rmdir "$HOST_STATE" 2>/dev/null || true
+  fi
 }
 
 # Remove the iptables chains that appeared while real nodes ran (kubelet's KUBE-*, CNI-*),
