@@ -8,13 +8,16 @@
 # shellcheck source=nodes-env.sh
 source "$here/nodes-env.sh"
 
-# Debian packages the real nodes need from the host: runc (the OCI runtime),
-# and for the worker image the interpreter's packages (see images.py).
+# Debian packages the real nodes need from the host: runc (the OCI runtime), and what
+# images.py builds the images from.
 ensure_host_packages() {
-  local missing=()
+  local missing=() pkg
   command -v runc >/dev/null 2>&1 || missing+=(runc)
-  command -v mkfs.ext4 >/dev/null 2>&1 || true
-  if (( ${#missing[@]} == 0 )); then step "host packages: runc $(runc --version | head -1 | awk '{print $3}') present"; return; fi
+  # images.py: gcc and libc6-dev compile the pause binary; the worker rootfs is made of these.
+  for pkg in gcc libc6-dev python3.11-minimal libpython3.11-minimal libpython3.11-stdlib dash coreutils libc-bin netbase; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if (( ${#missing[@]} == 0 )); then step "host packages: runc $(runc --version | head -1 | awk '{print $3}') and the image packages present"; return; fi
   command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install it: install runc (>= 1.1) and try again"
   [[ "$(id -u)" == 0 ]] || die "missing ${missing[*]}: run 'sudo apt-get install ${missing[*]}' (real nodes need root anyway)"
   step "host packages: apt-get install ${missing[*]}"
