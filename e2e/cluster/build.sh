@@ -151,15 +151,17 @@ build_helm() {
   step "helm $HELM_VERSION: done"
 }
 
+source "$here/build-nodes.sh"  # build_nodes: kubelet, containerd, CNI, CoreDNS, images
 mkdir -p "$PHASED_CACHE/bin"
 what="${1:-all}"
 case "$what" in
-  all) build_etcd; build_kwok; build_kubernetes; build_helm; bash "$here/build-prometheus.sh" ;;
+  all) build_etcd; build_kwok; build_kubernetes; build_helm; bash "$here/build-prometheus.sh"; build_nodes ;;
+  nodes) build_nodes ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;
   kwok) build_kwok ;;
   helm) build_helm ;;
   prometheus) bash "$here/build-prometheus.sh" ;;  # prometheus and promtool (also part of all)
-  *) die "unknown target '$what' (all, kubernetes, etcd, kwok, helm, prometheus)" ;;
+  *) die "unknown target '$what' (all, kubernetes, etcd, kwok, helm, prometheus, nodes)" ;;
 esac
 step "all binaries ready under $PHASED_CACHE/bin"
