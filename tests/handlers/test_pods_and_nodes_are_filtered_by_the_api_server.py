@@ -33,6 +33,9 @@ class _Reconciler:
     def trigger_all(self) -> None:
         return None
 
+    def survey(self) -> None:
+        return None
+
 
 def _started(settings: Settings) -> kopf.OperatorSettings:
     async def start() -> Any:
