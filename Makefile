@@ -24,9 +24,20 @@ cluster-status: ## Show the local cluster's processes, nodes and kubeconfig
 	@bash e2e/cluster/status.sh
 
 ##@ Development
-.PHONY: install lint unit e2e test demo
-install: ## Install the package and its development tools (pip install -e '.[dev]')
-	@$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+.PHONY: install lock lint unit e2e test demo
+# The lock files: exact versions with hashes, for every platform, Python 3.11.
+LOCK := $(PYTHON) -m uv pip compile --quiet --generate-hashes --universal --python-version 3.11
+PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check
+
+install: ## Install the locked development tools (hash-checked), then the package (editable, --no-deps)
+	@$(PIP) --require-hashes -r requirements/dev.txt
+	@$(PIP) --no-deps -e .
+
+lock: ## Refresh requirements/*.txt from pyproject.toml (LOCK_FLAGS=--upgrade to take new releases)
+	@$(PYTHON) -m uv --version >/dev/null 2>&1 || { echo "no uv: run make install first" >&2; exit 1; }
+	$(LOCK) $(LOCK_FLAGS) pyproject.toml --extra dev -o requirements/dev.txt
+	$(LOCK) $(LOCK_FLAGS) pyproject.toml -c requirements/dev.txt -o requirements/runtime.txt
+	$(LOCK) $(LOCK_FLAGS) requirements/build.in -o requirements/build.txt
 
 lint: ## ruff, mypy --strict, the import-layer contracts, the chart's CRD copy
 	ruff check operator tests e2e bench hack

@@ -97,7 +97,14 @@ def training_job(name: str) -> dict[str, Any]:
                 }
             ],
             "spares": {"count": SPARES},
-            "failurePolicy": {"notReadyGrace": "0s", "restartBudget": 1000},
+            # Failures here come one after another, two or three per 10-node pool within a
+            # couple of minutes: that would (rightly) trip the mass-failure breaker, which
+            # then holds them for a person. This bench measures reaction, not the breaker.
+            "failurePolicy": {
+                "notReadyGrace": "0s",
+                "restartBudget": 1000,
+                "massFailure": {"maxFailedPercent": 100},
+            },
         },
     }
 
@@ -202,7 +209,8 @@ def run_size(
         # Failures, one after another, spread over the jobs.
         busy_start = time.monotonic()
         peak = rss
-        for i in range(failures):
+        hits: dict[str, int] = {}
+        for _ in range(failures):
             job_uid = None
             pods = [
                 p
@@ -216,7 +224,10 @@ def run_size(
             if not uids:
                 time.sleep(1)
                 continue
-            job_uid = uids[i % len(uids)]
+            # Spread evenly: the job hit least so far (a job still restarting is skipped,
+            # which with a plain round robin sent a third failure to some pools).
+            job_uid = min(uids, key=lambda u: (hits.get(u, 0), u))
+            hits[job_uid] = hits.get(job_uid, 0) + 1
             victim = sorted(by_job[job_uid], key=lambda p: p.metadata.name)[0]
             node = victim.spec.node_name
             before = {p.metadata.uid for p in by_job[job_uid]}

@@ -13,9 +13,11 @@ still work but the kubelet overwrites them on its next status update.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -427,3 +429,210 @@ def container_exit_code(pod: Any, container: str | None = None) -> int | None:
         if cs.state and cs.state.terminated:
             return int(cs.state.terminated.exit_code)
     return None
+
+
+# --- real nodes (kubelet + containerd + runc beside the kwok nodes) ---------------------------
+#
+# ``make cluster`` starts PHASED_REAL_NODES (3) real nodes, labelled ``type=real`` and tainted
+# ``e2e.phased.dev/real-node=true:NoSchedule`` (see e2e/cluster/nodes-up.sh). Their failures
+# are injected as a user meets them: the kubelet stopped or frozen, the node's containers
+# killed, the node's network cut. Everything here acts on this cluster's own processes only,
+# found through the pid files and cgroups under PHASED_NODES_DIR.
+
+REAL_NODE_LABEL = "type=real"
+REAL_NODE_TAINT = "e2e.phased.dev/real-node"
+NODES_ENV_SH = E2E / "cluster" / "nodes-env.sh"
+
+
+@functools.cache
+def real_node_settings() -> dict[str, str]:
+    """The variables of versions.sh and nodes-env.sh (real-node paths, images, addresses)."""
+    out = subprocess.run(
+        ["bash", "-c", f'set -a; source "{VERSIONS_SH}"; source "{NODES_ENV_SH}"; env -0'],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    pairs = (item.split("=", 1) for item in out.split("\0") if "=" in item)
+    return {k: v for k, v in pairs if k.startswith(("PHASED_", "CONTAINERD_", "COREDNS_"))}
+
+
+def real_nodes(core: Any) -> list[str]:
+    """Names of the cluster's real nodes (sorted)."""
+    return sorted(n.metadata.name for n in nodes(core, REAL_NODE_LABEL))
+
+
+def _node_dir(node: str) -> Path:
+    return Path(real_node_settings()["PHASED_NODES_DIR"]) / node
+
+
+def _pid(kind: str, node: str) -> int | None:
+    """The pid of the node's ``kind`` process (kubelet, containerd, apiproxy) if it runs."""
+    path = Path(real_node_settings()["PHASED_NODES_DIR"]) / "pids" / f"{kind}-{node}.pid"
+    try:
+        pid = int(path.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def kubelet_pid(node: str) -> int | None:
+    return _pid("kubelet", node)
+
+
+def _signal(kind: str, node: str, sig: int) -> int:
+    pid = _pid(kind, node)
+    if pid is None:
+        raise RuntimeError(f"no {kind} of {node} runs (pid file under {_node_dir(node).parent})")
+    os.kill(pid, sig)
+    return pid
+
+
+def stop_kubelet(node: str) -> None:
+    """Stop the node's kubelet at once (SIGKILL): its containers keep running, nothing tells
+    the API server; the node turns NotReady only when the node monitor grace has passed."""
+    import signal
+
+    pid = _signal("kubelet", node, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), 30, message=f"kubelet {pid} gone")
+
+
+def start_kubelet(core: Any, node: str, timeout: float = 120) -> None:
+    """Start the node's kubelet again (the same command line), wait until it is Ready, and
+    advertise its GPUs again (a kubelet that registers again zeroes extended resources no
+    device plugin reports, as after a reboot)."""
+    if kubelet_pid(node) is None:
+        subprocess.Popen(
+            ["bash", str(_node_dir(node) / "start-kubelet.sh")],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    wait_until(lambda: node_ready(core, node) == "True", timeout, message=f"{node} Ready again")
+    advertise_gpus(core, node)
+
+
+def advertise_gpus(core: Any, node: str) -> None:
+    """Patch the real node's status with the accelerators of its kind (``nodes.py``), as
+    ``nodes-up.sh`` does: the documented way to advertise an extended resource."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_phased_nodes", E2E / "cluster" / "nodes.py")
+    assert spec is not None and spec.loader is not None
+    kinds = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
+    if spec.name not in sys.modules:
+        sys.modules[spec.name] = kinds  # its dataclasses look themselves up there
+        spec.loader.exec_module(kinds)
+    kind = (core.read_node(node).metadata.labels or {}).get("phased.dev/sim-node-kind", "")
+    gpus = {k: str(v) for k, v in kinds.KINDS[kind].accelerators.items()} if kind else {}
+    if gpus:
+        core.patch_node_status(node, {"status": {"capacity": gpus, "allocatable": gpus}})
+
+
+def freeze_kubelet(node: str) -> None:
+    """SIGSTOP the kubelet: a hung kubelet, alive but silent."""
+    import signal
+
+    _signal("kubelet", node, signal.SIGSTOP)
+
+
+def thaw_kubelet(node: str) -> None:
+    import signal
+
+    _signal("kubelet", node, signal.SIGCONT)
+
+
+def _cgroup_pids(node: str) -> set[int]:
+    """Processes of the node's pods (its containers and sandboxes), from its cgroup tree."""
+    root = Path("/sys/fs/cgroup/pids") / (
+        f"phased.{real_node_settings()['PHASED_CLUSTER_NAME']}.{node}"
+    )
+    out: set[int] = set()
+    for procs in root.glob("kubepods*/**/cgroup.procs"):
+        try:
+            out.update(int(p) for p in procs.read_text().split())
+        except OSError:
+            continue
+    return out
+
+
+def node_container_pids(node: str) -> set[int]:
+    """Pids of every container process (and pod sandbox) on the real node."""
+    return _cgroup_pids(node)
+
+
+def kill_node_containers(node: str) -> int:
+    """SIGKILL every process in the node's pods (as an OOM storm or a crashed runtime would);
+    the kubelet sees its containers exit. Returns how many processes were killed."""
+    import signal
+
+    pids = _cgroup_pids(node)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def _pod_links(node: str) -> list[str]:
+    """Host-side veth names of the node's pods: the peers of their sandboxes' eth0, and only
+    links enslaved to this cluster's bridge (nothing else on the host is ever touched)."""
+    import re
+
+    bridge = real_node_settings()["PHASED_NODES_BRIDGE"]
+    listed = subprocess.run(
+        ["ip", "-o", "link", "show", "master", bridge], capture_output=True, text=True
+    ).stdout
+    on_bridge: dict[str, str] = {}
+    for line in listed.splitlines():
+        index, _, rest = line.partition(": ")
+        on_bridge[index.strip()] = rest.split("@")[0].split(":")[0]
+    names: list[str] = []
+    for ns in (_node_dir(node) / "containerd" / "state").rglob("cni-*"):
+        if not ns.is_file():
+            continue
+        # Read through netlink in the pod's namespace ("3: eth0@if12: ..."): /sys would show
+        # the host's own links.
+        res = subprocess.run(
+            ["nsenter", f"--net={ns}", "ip", "-o", "link", "show", "eth0"],
+            capture_output=True,
+            text=True,
+        )
+        peer = re.search(r"eth0@if(\d+):", res.stdout)
+        if peer and peer.group(1) in on_bridge:
+            names.append(on_bridge[peer.group(1)])
+    return names
+
+
+def cut_node_network(node: str) -> None:
+    """Cut the node off: its link to the control plane stops carrying bytes (its relay is
+    frozen: connections hang, nothing is reset) and its pods drop off the pod network."""
+    import signal
+
+    _signal("apiproxy", node, signal.SIGSTOP)
+    for link in _pod_links(node):
+        subprocess.run(["ip", "link", "set", link, "down"], check=True)
+
+
+def heal_node_network(node: str) -> None:
+    import signal
+
+    for link in _pod_links(node):
+        subprocess.run(["ip", "link", "set", link, "up"], check=True)
+    _signal("apiproxy", node, signal.SIGCONT)
+
+
+def restore_real_node(core: Any, node: str, timeout: float = 120) -> None:
+    """Undo any failure injected on the node (thaw, heal, start the kubelet, uncordon) and
+    wait until it is Ready."""
+    import signal
+
+    for kind in ("kubelet", "apiproxy"):
+        pid = _pid(kind, node)
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+    for link in _pod_links(node):
+        subprocess.run(["ip", "link", "set", link, "up"], check=False)
+    start_kubelet(core, node, timeout)
+    core.patch_node(node, {"spec": {"unschedulable": None}})

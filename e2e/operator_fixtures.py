@@ -28,7 +28,16 @@ LOGS = Path("/tmp/phased-e2e-logs")
 @pytest.fixture(scope="session")
 def crd(kubectl: lib.Kubectl) -> None:
     kubectl("apply", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
+    # `kubectl wait` fails outright while the new CRD has no status yet (a large schema takes
+    # the API server a moment), so ask again until it answers.
+    lib.wait_until(
+        lambda: kubectl.run(
+            "wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=20s",
+            check=False,
+        ).returncode == 0,
+        60,
+        message="the TrainingJob CRD established",
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,20 @@
 """Node failure on the real cluster, beyond the single NotReady node: lost GPUs on a Ready
-node, two nodes failing at once, no spare left, a pool failing en masse (the breaker), a
+node, two nodes failing at once, no spare left, a rack failing en masse (the breaker holds
+it until it recovers or a person says proceed), a
 deleted node, and an operator killed in the middle of a swap."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from e2e import lib
-from e2e.harness import Operator
+from e2e.harness import REPO, Operator
 from e2e.operator_fixtures import (
     apply,
     get_job,
@@ -170,38 +174,119 @@ def test_with_no_spare_left_the_gang_restarts_smaller_while_at_least_min(
     assert victim not in status(kubectl, namespace, name)["pool"]["active"]
 
 
-def test_the_breaker_stops_cordoning_when_much_of_the_pool_fails(
+def job_events(kubectl: lib.Kubectl, namespace: str, name: str) -> list[str]:
+    """The reasons of every event posted about the job, one per event object."""
+    out = kubectl(
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.name={name}",
+        "-o",
+        "jsonpath={range .items[*]}{.reason}{'\\n'}{end}",
+    )
+    return [line for line in out.splitlines() if line]
+
+
+def mass_failure(st: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in st.get("conditions", []) if c["type"] == "MassFailure"), {})
+
+
+def fail_a_rack(core: Any, st: dict[str, Any], sim_node: Any) -> list[str]:
+    """Make NotReady the pool nodes of the rack where the pool has the most (4 with 8)."""
+    pool = [*st["pool"]["active"], *st["pool"]["spares"]]
+    racks: dict[str, list[str]] = {}
+    for name in pool:
+        rack = (core.read_node(name).metadata.labels or {}).get("topology.phased.dev/rack", "")
+        racks.setdefault(rack, []).append(name)
+    victims = sorted(max(racks.values(), key=len))[:4]
+    assert len(victims) >= 3, racks
+    for victim in victims:
+        lib.make_node_not_ready(core, sim_node(victim), wait=None)
+    return victims
+
+
+RACK_POLICY = {"massFailure": {"window": "10s"}}  # 20% of 8 is one node
+
+
+def test_a_failed_rack_is_held_past_the_window_and_cleared_when_it_recovers(
     running: Any, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any
 ) -> None:
-    name, _, st = running(long_job("storm", 5, 1))  # pool of 6: 20% is one node
-    victims = [sim_node(n) for n in sorted(st["pool"]["active"])[:3]]
-    for victim in victims:
-        lib.make_node_not_ready(core, victim, wait=None)
+    name, _, st = running(long_job("rack", 6, 2, **RACK_POLICY))
+    victims = fail_a_rack(core, st, sim_node)
 
     def tripped() -> dict[str, Any] | None:
         s = status(kubectl, namespace, name)
-        mass = [c for c in s["conditions"] if c["type"] == "MassFailure" and c["status"] == "True"]
-        return s if mass else None
+        held = {h["node"] for h in (s.get("breaker") or {}).get("held", [])}
+        return s if mass_failure(s).get("status") == "True" and held == set(victims) else None
 
-    st = lib.wait_until(tripped, 60, message="the MassFailure condition")
-    time.sleep(8)  # well past the grace: nothing more may be cordoned
-    cordoned = [v for v in victims if core.read_node(v).spec.unschedulable]
-    assert len(cordoned) <= 1, f"cordoned past the breaker: {cordoned}"
-    events = kubectl("get", "events", "-n", namespace, "--field-selector", "type=Warning")
-    assert "MassFailure" in events
+    st = lib.wait_until(tripped, 60, message="the breaker holding the rack")
+    first_seen = {h["node"]: h["since"] for h in st["breaker"]["held"]}
+    time.sleep(25)  # well past the 10s window and the 3s grace
+    st = status(kubectl, namespace, name)
+    assert mass_failure(st)["status"] == "True", st["conditions"]
+    assert {h["node"]: h["since"] for h in st["breaker"]["held"]} == first_seen
+    assert [v for v in victims if core.read_node(v).spec.unschedulable] == []
+    assert st.get("failures", []) == [] and st["pool"].get("quarantined", []) == []
+    assert job_events(kubectl, namespace, name).count("MassFailure") == 1
 
-    for victim in victims:  # the "network" comes back: the breaker clears
+    for victim in victims:  # the rack's power comes back
         lib.make_node_ready(core, victim, wait=None)
+
+    def cleared() -> dict[str, Any] | None:
+        s = status(kubectl, namespace, name)
+        return s if mass_failure(s).get("status") == "False" else None
+
+    st = lib.wait_until(cleared, 60, message="the breaker to clear")
+    assert mass_failure(st)["reason"] == "Recovered"
+    assert st.get("failures", []) == [] and st["pool"].get("quarantined", []) == []
+    time.sleep(3)
+    said = job_events(kubectl, namespace, name)
+    assert said.count("MassFailure") == 1 and said.count("MassFailureCleared") == 1, said
+
+
+def test_a_persons_proceed_swaps_what_the_breaker_holds(
+    running: Any,
+    kubectl: lib.Kubectl,
+    core: Any,
+    namespace: str,
+    sim_node: Any,
+    kubeconfig: str,
+) -> None:
+    name, uid, st = running(long_job("proceed", 6, 2, **RACK_POLICY))
+    victims = fail_a_rack(core, st, sim_node)
     lib.wait_until(
-        lambda: (
-            not any(
-                c["type"] == "MassFailure" and c["status"] == "True"
-                for c in status(kubectl, namespace, name)["conditions"]
-            )
-        ),
-        90,
-        message="the breaker to clear",
+        lambda: mass_failure(status(kubectl, namespace, name)).get("status") == "True",
+        60,
+        message="the breaker tripping",
     )
+    time.sleep(12)  # past the window: still held
+    assert [v for v in victims if core.read_node(v).spec.unschedulable] == []
+    env = {**os.environ, "PYTHONPATH": str(REPO / "operator")}
+    proceed = [sys.executable, "-m", "phased", "proceed", f"{namespace}/{name}"]
+    proceed += ["--kubeconfig", kubeconfig]
+    done = subprocess.run(proceed, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr + done.stdout
+
+    def answered() -> dict[str, Any] | None:
+        s = status(kubectl, namespace, name)
+        entries = [f for f in s.get("failures", []) if f["node"] in victims]
+        return s if len(entries) == len(victims) else None
+
+    st = lib.wait_until(answered, 60, message="the held failures answered")
+    cond = mass_failure(st)
+    assert cond["status"] == "False" and cond["reason"] == "ReleasedByPerson", cond
+    assert all(core.read_node(v).spec.unschedulable for v in victims)
+    assert set(victims) <= set(nodes_of(core, uid)) and all(
+        nodes_of(core, uid)[v] == "quarantined" for v in victims
+    )
+    assert {f["reason"] for f in st["failures"]} == {"NodeNotReady"}
+    said = job_events(kubectl, namespace, name)
+    assert said.count("MassFailure") == 1 and said.count("MassFailureReleased") == 1, said
+    # A second run finds nothing to release.
+    again = subprocess.run(proceed, capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 1, again.stdout
 
 
 def test_an_operator_killed_in_the_middle_of_a_swap_finishes_it_exactly_once(

@@ -44,10 +44,11 @@ NEW_CURRENCY = "EUR"
 def helm_binary() -> str:
     sys.path.insert(0, str(REPO))
     from tests.helm.chart import helm_binary as find
+    from tests.tools import missing_tool
 
     found = find()
     if found is None:
-        pytest.skip("no helm binary (bash e2e/cluster/build.sh helm builds one)")
+        missing_tool("no helm binary (bash e2e/cluster/build.sh helm builds one)")
     return found
 
 

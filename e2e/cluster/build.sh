@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build (or reuse from the cache) every binary the local cluster needs:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# kwok, kwokctl and helm. Everything is built from Go modules; nothing is
-# downloaded from release pages. A cold build takes tens of minutes on two
-# cores; a warm one returns in well under a second.
+# kwok, kwokctl, helm, prometheus and promtool (build-prometheus.sh).
+# Everything is built from Go modules; nothing is downloaded from release
+# pages. A cold build takes tens of minutes on two cores; a warm one returns
+# in well under a second.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.sh
@@ -150,14 +151,17 @@ build_helm() {
   step "helm $HELM_VERSION: done"
 }
 
+source "$here/build-nodes.sh"  # build_nodes: kubelet, containerd, CNI, CoreDNS, images
 mkdir -p "$PHASED_CACHE/bin"
 what="${1:-all}"
 case "$what" in
-  all) build_etcd; build_kwok; build_kubernetes; build_helm ;;
+  all) build_etcd; build_kwok; build_kubernetes; build_helm; bash "$here/build-prometheus.sh"; build_nodes ;;
+  nodes) build_nodes ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;
   kwok) build_kwok ;;
   helm) build_helm ;;
-  *) die "unknown target '$what' (all, kubernetes, etcd, kwok, helm)" ;;
+  prometheus) bash "$here/build-prometheus.sh" ;;  # prometheus and promtool (also part of all)
+  *) die "unknown target '$what' (all, kubernetes, etcd, kwok, helm, prometheus, nodes)" ;;
 esac
 step "all binaries ready under $PHASED_CACHE/bin"

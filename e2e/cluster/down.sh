@@ -35,6 +35,10 @@ cluster_pids() {
   } | sort -u | grep -vx "$$" || true
 }
 
+# The real nodes first (they talk to the API server), and the host settings they changed.
+nodes_status=0
+bash "$here/nodes-down.sh" || nodes_status=$?
+
 if [[ ! -d "$cluster_state" ]] && [[ -z "$(cluster_pids)" ]]; then
   step "no cluster '$PHASED_CLUSTER_NAME' here; nothing to stop"
 else
@@ -78,6 +82,7 @@ for p in "${ports[@]}"; do
     problems+=("port $p is still in use by ${proc:-a process}")
   fi
 done
+(( nodes_status == 0 )) || problems+=("the real nodes did not stop cleanly (nodes-down.sh output above)")
 if (( ${#problems[@]} > 0 )); then
   printf 'error: %s\n' "${problems[@]}" >&2
   exit 1

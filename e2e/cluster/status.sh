@@ -25,6 +25,17 @@ for c in etcd kube-apiserver kube-controller-manager kube-scheduler kwok-control
     up=0
   fi
 done
+# The real nodes' processes (nodes-up.sh), if any.
+source "$here/nodes-env.sh"
+for f in "$PHASED_NODES_DIR"/pids/*.pid; do
+  [[ -f "$f" ]] || continue
+  c="$(basename "$f" .pid)"; pid="$(cat "$f" 2>/dev/null || true)"
+  if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+    printf '  %-24s running (pid %s)\n' "$c" "$pid"
+  else
+    printf '  %-24s NOT RUNNING (log: %s)\n' "$c" "$PHASED_NODES_DIR/logs/$c.log"
+  fi
+done
 if (( up )) && [[ -x "$KUBECTL" && -f "$PHASED_KUBECONFIG" ]]; then
   k() { "$KUBECTL" --kubeconfig "$PHASED_KUBECONFIG" --request-timeout=5s "$@"; }
   if k get --raw /readyz >/dev/null 2>&1; then

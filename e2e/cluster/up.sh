@@ -71,6 +71,7 @@ if [[ -d "$cluster_state" ]]; then
   if [[ "${PHASED_CLUSTER_RECREATE:-0}" != 1 ]] && cluster_healthy; then
     step "cluster '$PHASED_CLUSTER_NAME' is already running; making sure its nodes exist"
     "$PYTHON" "$here/nodes.py" --kubeconfig "$PHASED_KUBECONFIG" | sed 's/^/  /'
+    PYTHON="$PYTHON" bash "$here/nodes-up.sh" 2>&1 | sed -u 's/^/  /'
     step "ready (PHASED_CLUSTER_RECREATE=1 make cluster starts afresh)"
     echo "export KUBECONFIG=$PHASED_KUBECONFIG"
     exit 0
@@ -130,6 +131,12 @@ options:
   cacheDir: $PHASED_CLUSTER_DIR/kwok-cache
   heartbeatFactor: 1
   nodeLeaseDurationSeconds: 40
+# kwok manages only the simulated nodes (annotated by nodes.py), not the real ones.
+componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: "false", override: true}
+  - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}
 EOF
 
 create_args=(
@@ -149,6 +156,9 @@ for f in "${kcm_flags[@]}"; do
   create_args+=(--extra-args "kube-controller-manager=${f#--}")
 done
 create_args+=(--extra-args "kube-scheduler=leader-elect=false")
+# The API server reaches a real node's kubelet (logs, exec) at its InternalIP: the node's
+# Hostname address is its name, which no resolver knows.
+create_args+=(--extra-args "kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP")
 if [[ "${PHASED_DRY_RUN:-0}" == 1 ]]; then
   "$KWOKCTL" "${create_args[@]}" --dry-run
   exit 0
@@ -210,6 +220,10 @@ step "waiting for the nodes to be Ready"
 components_alive
 k wait --for=condition=Ready node -l type=kwok --timeout=90s >/dev/null \
   || die "nodes did not become Ready; see $cluster_state/logs/kwok-controller.log"
+
+step "starting the real nodes (kubelet, containerd, CNI, CoreDNS; PHASED_REAL_NODES=0 for none)"
+PYTHON="$PYTHON" bash "$here/nodes-up.sh" 2>&1 | sed -u 's/^/  /' \
+  || die "the real nodes did not start (message above); 'make cluster-down' cleans up"
 
 step "cluster '$PHASED_CLUSTER_NAME' is up ($(k get nodes --no-headers | wc -l) nodes); logs in $cluster_state/logs"
 echo "kubeconfig: $PHASED_KUBECONFIG"

@@ -65,7 +65,9 @@ class HealthServer:
 
 class StandbyHealth:
     """What a replica waiting for the leader Lease answers: alive (so the kubelet does not
-    restart it), not ready (it reconciles nothing)."""
+    restart it) and ready, for a standby is doing its job: waiting to take over. (A standby
+    answering 503 would stall every RollingUpdate of the Deployment, which waits for each new
+    pod to become ready, and a new pod always starts as a standby.)"""
 
     def __init__(self, port: int, host: str = "0.0.0.0") -> None:  # noqa: S104
         self._port, self._host = port, host
@@ -75,12 +77,12 @@ class StandbyHealth:
         async def alive(_: web.Request) -> web.Response:
             return web.Response(text="standby\n")
 
-        async def not_ready(_: web.Request) -> web.Response:
-            return web.Response(status=503, text="standby: another replica leads\n")
+        async def standing_by(_: web.Request) -> web.Response:
+            return web.Response(text="standby: another replica leads\n")
 
         app = web.Application()
         app.router.add_get("/healthz", alive)
-        app.router.add_get("/readyz", not_ready)
+        app.router.add_get("/readyz", standing_by)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self._host, self._port).start()

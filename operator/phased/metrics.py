@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -61,6 +61,15 @@ NO_GPU = "none"
 OTHER_GPU = "other"
 OTHER_REASON = "Other"
 
+LEFT_ALONE_REASONS = (
+    "OtherInstallation",
+    "NoInstallation",
+    "PartialMarks",
+    "Quarantined",
+    "RunningPods",
+)
+CLAIM_REFUSALS = frozenset({"RunningPods", "NotFree"})
+EVICTION_OUTCOMES = frozenset({"evicted", "blocked", "gone", "deleted"})
 _GPU_TYPES = frozenset(t.value for t in GPUType)
 _REASONS = frozenset(r.value for r in FailureReason)
 _JOB = ("namespace", "trainingjob")
@@ -409,6 +418,29 @@ class Metrics:
             ["kind", "result"],
             registry=registry,
         )
+        self.nodes_left_alone_gauge = Gauge(
+            f"{p}_nodes_left_alone",
+            "Nodes this installation will not claim, release or adopt, by reason: marks it "
+            "did not write (OtherInstallation, NoInstallation, PartialMarks), quarantined "
+            "nodes no job holds (Quarantined), nodes recently found running others' pods "
+            "(RunningPods).",
+            ["reason"],
+            registry=registry,
+        )
+        self.claims_refused = Counter(
+            f"{p}_node_claims_refused",
+            "Claims not made or undone at claim time, by reason: RunningPods (others' pods "
+            "on the node), NotFree (the node changed or was taken meanwhile).",
+            ["reason"],
+            registry=registry,
+        )
+        self.guest_evictions = Counter(
+            f"{p}_guest_evictions",
+            "Requests for guests to leave a node that became active, by outcome: evicted, "
+            "blocked (a PodDisruptionBudget refused), gone, deleted (after the deadline).",
+            ["outcome"],
+            registry=registry,
+        )
         self.last_event = Gauge(
             f"{p}_watch_last_event_timestamp_seconds",
             "Unix time of the last watch event the operator received (0: none yet); "
@@ -546,3 +578,16 @@ class Metrics:
 
     def event_seen(self, now: float) -> None:
         self.last_event.set(now)
+
+    # -- nodes and guests ----------------------------------------------------------------------
+
+    def nodes_left_alone(self, counts: Mapping[str, int]) -> None:
+        """Set the gauge for every reason (0 for those with no node now)."""
+        for reason in LEFT_ALONE_REASONS:
+            self.nodes_left_alone_gauge.labels(reason).set(float(counts.get(reason, 0)))
+
+    def claim_refused(self, reason: str) -> None:
+        self.claims_refused.labels(reason if reason in CLAIM_REFUSALS else "Other").inc()
+
+    def guest_evicted(self, outcome: str) -> None:
+        self.guest_evictions.labels(outcome if outcome in EVICTION_OUTCOMES else "other").inc()

@@ -5,8 +5,11 @@ for the jobs it concerns. Triggers for one job coalesce: a job is reconciled by 
 task at a time, and an event that arrives meanwhile runs it once more afterwards. One pass:
 
 1. observe: the job (fresh GET), its pods (LIST by the job-uid label), every Node from the
-   in-memory :class:`~phased.kube.nodeview.NodeView`;
-2. decide: :func:`phased.core.decide.decide`, pure;
+   in-memory :class:`~phased.kube.nodeview.NodeView`, and the pods on the few nodes whose
+   pods matter now (the job's nodes being cleared of guests; nodes recently found occupied);
+2. decide: :func:`phased.core.decide.decide`, pure. Every node the plan would claim is then
+   looked at (a LIST of its pods, by ``spec.nodeName``): if pods of others run there, the
+   plan is decided again with that knowledge, so a claim is never made on an occupied node;
 3. act: perform the plan's actions in order through the kube layer, then write the status
    once. If an action fails the status is not written: the next pass starts again from the
    cluster's truth and the old status, so nothing is recorded that did not happen.
@@ -32,10 +35,11 @@ from phased.api.v1alpha1 import (
     SpareIdlePolicy,
     TrainingJobSpec,
     parse_spec,
-    parse_status,
+    read_status,
 )
 from phased.core import labels, reports
 from phased.core.decide import decide
+from phased.core.ledger import encode_replaces
 from phased.core.model import (
     Action,
     Claimant,
@@ -46,8 +50,11 @@ from phased.core.model import (
     EnsureClaim,
     EnsureSecret,
     EnsureService,
+    EvictPod,
+    FinishClearing,
     JobRef,
     NodeInfo,
+    NodePod,
     Plan,
     PodPhase,
     QuarantineNode,
@@ -56,15 +63,17 @@ from phased.core.model import (
     Snapshot,
     UnquarantineNode,
 )
+from phased.core.occupancy import blocking, displaceable
+from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
 from phased.kube.client import Invalid, KubeClient, KubeError
-from phased.kube.convert import job_ref_from_raw, pod_from_raw
+from phased.kube.convert import job_ref_from_raw, node_pod_from_raw, pod_from_raw
 from phased.kube.events import EventVerbs
 from phased.kube.jobs import JobVerbs
 from phased.kube.nodes import NodeVerbs
 from phased.kube.nodeview import NodeView
-from phased.kube.pods import PodVerbs
+from phased.kube.pods import Eviction, PodVerbs
 from phased.metrics import Metrics
 
 logger = logging.getLogger(__name__)
@@ -78,6 +87,12 @@ _VOLATILE_PHASE_KEYS = (
     "cost",
     "waitingSeconds",
 )
+# Events decide repeats on every pass while a situation lasts: posted once per this many
+# seconds for the same job, reason and message.
+_REPEATING = frozenset({"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "GuestsDeleted"})
+_REPEAT_EVERY = 600.0
+_REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
+_LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time
 
 
 def utcnow() -> datetime:
@@ -116,6 +131,7 @@ class JobEntry:
     timer_due: float = 0.0
     rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
+    lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
 
 
 @dataclass
@@ -135,13 +151,15 @@ class Reconciler:
         clock: Clock = utcnow,
         concurrency: int = 8,
         report_key: bytes | None = None,
+        operator_pod: tuple[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.settings = settings
         self.metrics = metrics
         self.clock = clock
+        self.operator_pod = operator_pod  # (namespace, name): never displaced
         self.nodes = NodeView()
-        self.node_verbs = NodeVerbs(kube)
+        self.node_verbs = NodeVerbs(kube, settings.installation)
         self.pod_verbs = PodVerbs(kube)
         self.job_verbs = JobVerbs(kube)
         self.event_verbs = EventVerbs(kube)
@@ -151,6 +169,12 @@ class Reconciler:
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._resync = parse_duration(settings.resync_interval)
+        # Pods seen on nodes found occupied: (monotonic time, pods). Kept for a resync
+        # interval, so decide does not pick them again at once; then looked at afresh.
+        self.occupied: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
+        self._posted: dict[tuple[str, str, str], float] = {}
+        # Pods listed on a claim candidate just before the plan was acted on: (time, pods).
+        self._looked: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         self.passes = 0
         self.last_pass_at = time.monotonic()
         self._closing = False
@@ -306,6 +330,13 @@ class Reconciler:
         snapshot = await self._observe(entry)
         now = self.clock()
         plan = decide(snapshot, self.settings, now)
+        for _ in range(_REDECIDES):
+            looked = await self._look_at_claims(plan)
+            if not looked:
+                break
+            pods = {**snapshot.node_pods, **looked}
+            snapshot = replace(snapshot, node_pods=pods)
+            plan = decide(snapshot, self.settings, now)
         await self._act(entry, plan, now)
         await self._write_status(entry, snapshot, plan)
         self._observe_metrics(entry, snapshot, plan)
@@ -336,6 +367,7 @@ class Reconciler:
         if self.report_key is not None:
             ref = entry.ref
             token = reports.report_token(self.report_key, ref.namespace, ref.name, ref.uid)
+        status, unreadable = read_status(entry.raw.get("status"))
         return Snapshot(
             job=entry.ref,
             spec=spec,
@@ -344,13 +376,52 @@ class Reconciler:
             report_token=token,
             report_secret_exists=entry.report_secret_ok,
             claim_exists=entry.claim_ok,
-            status=parse_status(entry.raw.get("status")),
+            status=status,
+            unreadable_status=unreadable,
             nodes=self.nodes.all(),
             pods=tuple(pod_from_raw(p) for p in raw_pods),
             service_exists=entry.service_ok,
             waiting=self._claimants(entry.ref.uid),
             known_node_names=self.nodes.names() if self.nodes.synced else None,
+            annotations=_phased_annotations(entry.raw),
+            node_pods=await self._node_pods(entry.ref),
         )
+
+    async def _pods_on(self, node: str) -> tuple[NodePod, ...]:
+        raws = await self.pod_verbs.on_node(node)
+        return tuple(node_pod_from_raw(r, self.operator_pod) for r in raws)
+
+    async def _node_pods(self, job: JobRef) -> dict[str, tuple[NodePod, ...]]:
+        """Pods on the job's nodes being cleared (fresh), and on nodes recently found
+        occupied (remembered for a resync interval)."""
+        now = time.monotonic()
+        for name, (seen, _) in list(self.occupied.items()):
+            if now - seen > self._resync:
+                del self.occupied[name]
+        found = {name: pods for name, (_, pods) in self.occupied.items()}
+        for node in self.nodes.all():
+            if node.owner_uid == job.uid and labels.ANNOTATION_CLEARING in node.annotations:
+                found[node.name] = await self._pods_on(node.name)
+        return found
+
+    async def _look_at_claims(self, plan: Plan) -> dict[str, tuple[NodePod, ...]]:
+        """The pods on each node the plan would claim, for those where others' pods run
+        (they go into the snapshot and decide chooses again)."""
+        busy: dict[str, tuple[NodePod, ...]] = {}
+        for action in plan.actions:
+            if not isinstance(action, ClaimNode) or action.node in self.occupied:
+                continue
+            pods = await self._pods_on(action.node)
+            self._looked[action.node] = (time.monotonic(), pods)
+            if blocking(pods, self.settings):
+                busy[action.node] = pods
+                self.occupied[action.node] = (time.monotonic(), pods)
+                self._refused(LeftAlone.RUNNING_PODS)
+        return busy
+
+    def _refused(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.claim_refused(reason)
 
     def _claimants(self, me: str) -> tuple[Claimant, ...]:
         out = []
@@ -377,23 +448,31 @@ class Reconciler:
             if not isinstance(action, EmitEvent):
                 await self._perform(entry, action, now)
         for event in events:
+            if event.reason in _REPEATING:
+                key = (entry.ref.uid, event.reason, event.message)
+                last = self._posted.get(key)
+                if last is not None and time.monotonic() - last < _REPEAT_EVERY:
+                    continue
+                self._posted[key] = time.monotonic()
             await self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
+        if len(self._posted) > 10_000:  # forget the oldest half; a repeat costs one event
+            for key in sorted(self._posted, key=self._posted.__getitem__)[:5_000]:
+                del self._posted[key]
 
     async def _perform(self, entry: JobEntry, action: Action, now: datetime) -> None:
         job = entry.ref
         match action:
             case ClaimNode(node=name, resource_version=rv, role=role):
-                won = await self.node_verbs.claim(
-                    name, rv, job, role, now, self._preemptible(entry)
+                await self._claim(entry, name, rv, role, now)
+            case SetNodeRole(node=name, role=role, replaces=lost, at=at):
+                replaces = encode_replaces(lost, at or now) if lost is not None else None
+                await self.node_verbs.set_role(
+                    name, job, role, self._preemptible(entry), replaces, now
                 )
-                if not won:
-                    logger.info("%s: node %s was not free any more", self._label(job.uid), name)
-                    self.trigger(job.uid, 0.1)
-            case SetNodeRole(node=name, role=role):
-                preemptible = self._preemptible(entry)
-                await self.node_verbs.set_role(name, job, role, preemptible)
-                if preemptible and role == NodeRole.ACTIVE:
-                    await self._evict_guests(job, name)
+            case EvictPod(namespace=namespace, name=name, node=node, delete=delete):
+                await self._evict(job, namespace, name, node, delete)
+            case FinishClearing(node=name):
+                await self.node_verbs.finish_clearing(name, job)
             case ReleaseNode(node=name):
                 await self.node_verbs.release(name, job)
             case QuarantineNode():
@@ -426,27 +505,90 @@ class Reconciler:
             case _:
                 logger.error("unknown action %r", action)
 
+    def _lost_claim(self, entry: JobEntry, name: str, fresh: dict[str, Any] | None) -> None:
+        """A claim decided on a stale view: put the node as the API holds it into the view
+        (or drop it, if it is gone) and decide again, backing off while claims keep losing."""
+        self.nodes.refresh(name, fresh)
+        entry.lost_claims += 1
+        delay = min(5.0, 0.1 * 2 ** min(entry.lost_claims - 1, 6))
+        log = logger.info if entry.lost_claims <= 3 else logger.debug
+        log(
+            "%s: node %s was not free as last seen; view refreshed, deciding again in %.1fs",
+            self._label(entry.ref.uid),
+            name,
+            delay,
+        )
+        self.trigger(entry.ref.uid, delay)
+
     @staticmethod
     def _preemptible(entry: JobEntry) -> bool:
         return (
             entry.spec is not None and entry.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
         )
 
-    async def _evict_guests(self, job: JobRef, node: str) -> None:
-        """A Preemptible spare becomes active: the pods that borrowed it must leave now."""
-        for pod in await self.pod_verbs.on_node(node):
-            meta = pod.get("metadata") or {}
-            if (meta.get("labels") or {}).get(labels.LABEL_JOB_UID) == job.uid:
-                continue
-            if (meta.get("ownerReferences") or [{}])[0].get("kind") == "DaemonSet":
-                continue  # node agents stay: they tolerate everything anyway
-            logger.info(
-                "evicting %s/%s from promoted spare %s",
-                meta.get("namespace"),
-                meta.get("name"),
+    async def _claim(
+        self, entry: JobEntry, name: str, rv: str, role: NodeRole, now: datetime
+    ) -> None:
+        """Claim a node decide chose, then look at its pods once more: a pod of others
+        bound between the look and the claim (the pool taint stops any after it) makes the
+        claim undone at once."""
+        job = entry.ref
+        seen, pods = self._looked.pop(name, (0.0, ()))
+        if time.monotonic() - seen > _LOOKED_FRESH:
+            pods = await self._pods_on(name)
+        if blocking(pods, self.settings):
+            self.occupied[name] = (time.monotonic(), pods)
+            self._refused(LeftAlone.RUNNING_PODS)
+            self.trigger(job.uid, 0.1)
+            return
+        clearing = bool(displaceable(pods, self.settings))
+        claim = await self.node_verbs.claim(
+            name, rv, job, role, now, self._preemptible(entry), clearing
+        )
+        if not claim.won:
+            self._refused("NotFree")
+            self._lost_claim(entry, name, claim.fresh)
+            return
+        entry.lost_claims = 0
+        self.nodes.refresh(name, claim.fresh)
+        after = await self._pods_on(name)
+        if blocking(after, self.settings):
+            logger.warning(
+                "%s: pods of others reached node %s during its claim; released",
+                self._label(job.uid),
+                name,
+            )
+            await self.node_verbs.release(name, job)
+            self.occupied[name] = (time.monotonic(), after)
+            self._refused(LeftAlone.RUNNING_PODS)
+            self.trigger(job.uid, 0.1)
+
+    async def _evict(self, job: JobRef, namespace: str, name: str, node: str, delete: bool) -> None:
+        """A guest leaves a node that became active: by eviction, or by deletion once the
+        eviction deadline has passed (core.guests)."""
+        if delete:
+            logger.warning(
+                "%s: deleting guest %s/%s from node %s (eviction deadline passed)",
+                self._label(job.uid),
+                namespace,
+                name,
                 node,
             )
-            await self.pod_verbs.delete(str(meta.get("namespace")), str(meta.get("name")))
+            await self.pod_verbs.delete(namespace, name)
+            outcome = "deleted"
+        else:
+            result = await self.pod_verbs.evict(namespace, name)
+            outcome = result.value
+            if result == Eviction.BLOCKED:
+                logger.info(
+                    "%s: eviction of %s/%s from node %s refused by its disruption budget",
+                    self._label(job.uid),
+                    namespace,
+                    name,
+                    node,
+                )
+        if self.metrics is not None:
+            self.metrics.guest_evicted(outcome)
 
     async def _write_status(self, entry: JobEntry, snapshot: Snapshot, plan: Plan) -> None:
         before, after = snapshot.status, plan.status
@@ -457,7 +599,7 @@ class Reconciler:
             return
         if entry.ref.deleting and plan.finished:
             return  # the object is about to go; nothing left to report
-        patch = _with_deletions(new, entry.raw.get("status") or {})
+        patch = status_patch(new, entry.raw.get("status"), snapshot.unreadable_status)
         written = await self.job_verbs.patch_status(entry.ref.namespace, entry.ref.name, patch)
         entry.last_status_write = time.monotonic()
         if written is not None:
@@ -560,21 +702,54 @@ class Reconciler:
         self.jobs_synced = True
 
     async def release_orphans(self) -> int:
-        """Release nodes held for a job that no longer exists (e.g. its finalizer was forced)."""
+        """Release the active and spare nodes of a job that is provably gone (e.g. its
+        finalizer was removed by hand).
+
+        Only nodes this installation marked (core.ownership: ours); only when a fresh GET
+        of the job the node names (namespace and name labels) finds no job of that UID —
+        never on a miss in the operator's own cache. Quarantined nodes stay for a person.
+        """
         if not (self.jobs_synced and self.nodes.synced):
             return 0
         released = 0
         for node in self.nodes.all():
-            uid = node.owner_uid
-            if uid and uid not in self.jobs:
-                ref = JobRef(
-                    namespace=node.labels.get(labels.LABEL_JOB_NAMESPACE, ""),
-                    name=node.labels.get(labels.LABEL_JOB, ""),
-                    uid=uid,
+            owner = ownership(node, self.settings.installation)
+            uid = owner.uid
+            if owner.kind != Kind.OURS or uid is None or uid in self.jobs:
+                continue
+            if node.role not in (NodeRole.ACTIVE, NodeRole.SPARE):
+                continue
+            ref = JobRef(
+                namespace=node.labels.get(labels.LABEL_JOB_NAMESPACE, ""),
+                name=node.labels.get(labels.LABEL_JOB, ""),
+                uid=uid,
+            )
+            raw = await self.job_verbs.get(ref.namespace, ref.name)
+            if raw is not None and (raw.get("metadata") or {}).get("uid") == uid:
+                continue  # alive: the cache had not seen it yet
+            if await self.node_verbs.release(node.name, ref):
+                logger.info(
+                    "released node %s of job %s/%s (gone)", node.name, ref.namespace, ref.name
                 )
-                if await self.node_verbs.release(node.name, ref):
-                    released += 1
+                released += 1
         return released
+
+    def left_alone(self) -> dict[str, int]:
+        """Nodes this installation leaves alone, by reason (the phased_nodes_left_alone
+        metric): marks it did not write, and nodes recently found occupied."""
+        counts: dict[str, int] = {}
+        for node in self.nodes.all():
+            owner = ownership(node, self.settings.installation)
+            if owner.kind == Kind.LEFT_ALONE and owner.reason is not None:
+                counts[owner.reason.value] = counts.get(owner.reason.value, 0) + 1
+            elif owner.kind == Kind.UNMARKED and node.name in self.occupied:
+                reason = LeftAlone.RUNNING_PODS.value
+                counts[reason] = counts.get(reason, 0) + 1
+        return counts
+
+    def survey(self) -> None:
+        if self.metrics is not None:
+            self.metrics.nodes_left_alone(self.left_alone())
 
     async def drain(self) -> None:
         """At shutdown: take no new triggers, drop the planned looks, finish the passes in
@@ -602,17 +777,36 @@ def _with_deletions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+def status_patch(new: dict[str, Any], stored: Any, unreadable: tuple[str, ...]) -> dict[str, Any]:
+    """The merge patch from the stored status to ``new``. Fields that could not be read are
+    neither written nor nulled: a person must look at them (``StatusUnreadable``)."""
+    old = stored if isinstance(stored, dict) else {}
+    keep = {k: v for k, v in new.items() if k not in unreadable}
+    return _with_deletions(keep, {k: v for k, v in old.items() if k not in unreadable})
+
+
+def _phased_annotations(raw: dict[str, Any]) -> dict[str, str]:
+    """The job's ``phased.dev/`` annotations (a person's instructions, e.g. proceed)."""
+    found = (raw.get("metadata") or {}).get("annotations") or {}
+    return {str(k): str(v) for k, v in found.items() if str(k).startswith(f"{labels.PREFIX}/")}
+
+
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:
     return replace(a, resource_version="") == replace(b, resource_version="")
 
 
 def _material(status: dict[str, Any]) -> dict[str, Any]:
-    """The status without the figures that move every second (accounting, utilization)."""
+    """The status without the figures that move every second (accounting, utilization).
+
+    The accounting's basis (the pool the next interval is charged at) and its unobserved
+    time are not such figures: a change of them is written at once."""
     out = {
         k: v
         for k, v in status.items()
         if k not in ("accounting", "utilization", "utilizationPercent")
     }
+    acc = status.get("accounting") or {}
+    out["accounting"] = {k: acc.get(k) for k in ("basis", "unobservedSeconds")}
     out["phases"] = [
         {k: v for k, v in p.items() if k not in _VOLATILE_PHASE_KEYS}
         for p in status.get("phases", [])

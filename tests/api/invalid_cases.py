@@ -56,6 +56,60 @@ def valid_job() -> Manifest:
     }
 
 
+def full_pod_spec() -> Manifest:
+    """A pod spec with most of what a training run asks for (all of it Phased lets through)."""
+    return {
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+            {"name": "config", "configMap": {"name": "trainer-config"}},
+        ],
+        "initContainers": [
+            {"name": "fetch", "image": "busybox:1.36", "command": ["true"]},
+            {"name": "logs", "image": "fluent-bit:3", "restartPolicy": "Always"},
+        ],
+        "containers": [
+            {
+                "name": "worker",
+                "envFrom": [{"configMapRef": {"name": "nccl"}}, {"secretRef": {"name": "s3"}}],
+                "volumeMounts": [
+                    {"name": "data", "mountPath": "/data"},
+                    {"name": "dshm", "mountPath": "/dev/shm"},
+                ],
+                "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                "resources": {"limits": {"rdma/hca": 1, "memory": "1800Gi"}},
+                "ports": [{"containerPort": 8080, "name": "metrics"}],
+            },
+            {"name": "exporter", "image": "exporter:2"},
+        ],
+        "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+        "tolerations": [{"key": "rdma", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 10,
+                        "preference": {
+                            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]
+                        },
+                    }
+                ]
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+                ]
+            },
+        },
+        "imagePullSecrets": [{"name": "registry"}],
+        "hostNetwork": True,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "priorityClassName": "training",
+        "schedulerName": "default-scheduler",
+        "terminationGracePeriodSeconds": 120,
+    }
+
+
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
@@ -293,6 +347,150 @@ INVALID_CASES: list[InvalidCase] = [
         "spec.phases[1].template.resources.limits: resource names must be qualified names",
         "resource names must be qualified names",
     ),
+    # --- worker pod spec: what Phased owns ----------------------------------------------------
+    InvalidCase(
+        "a template cannot pin a node",
+        job(_set("spec.template.spec", {"nodeName": "gpu-17"})),
+        "spec.template.spec: nodeName cannot be set: Phased places each worker on a node",
+        "nodeName cannot be set: Phased places each worker on a node of the job's pool",
+    ),
+    InvalidCase(
+        "a template cannot select nodes",
+        job(_set("spec.phases[1].template", {"spec": {"nodeSelector": {"zone": "a"}}})),
+        "spec.phases[1].template.spec: nodeSelector cannot be set",
+        "nodeSelector cannot be set: Phased places each worker on a node of the job's pool",
+    ),
+    InvalidCase(
+        "a template cannot require node affinity",
+        job(
+            _set(
+                "spec.template.spec",
+                {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "zone", "operator": "In", "values": ["a"]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    }
+                },
+            )
+        ),
+        "spec.template.spec: required node affinity cannot be set",
+        "required node affinity cannot be set: Phased places each worker",
+    ),
+    InvalidCase(
+        "a template cannot choose the restart policy",
+        job(_set("spec.template.spec", {"restartPolicy": "Always"})),
+        "spec.template.spec: restartPolicy cannot be set",
+        "restartPolicy cannot be set: workers run with Never and Phased restarts them",
+    ),
+    InvalidCase(
+        "a template cannot name the pod's host",
+        job(_set("spec.phases[0].template", {"spec": {"subdomain": "mine"}})),
+        "spec.phases[0].template.spec: hostname, hostnameOverride and subdomain cannot be set",
+        "hostname, hostnameOverride and subdomain cannot be set",
+    ),
+    InvalidCase(
+        "the worker container cannot set the rank environment",
+        job(
+            _set(
+                "spec.phases[1].template",
+                {"spec": {"containers": [{"name": "worker", "env": [{"name": "PET_NNODES"}]}]}},
+            )
+        ),
+        "spec.phases[1].template.spec: the worker's env may not set PHASED_*, PET_*",
+        "the worker's env may not set PHASED_*, PET_* nor RANK, WORLD_SIZE",
+    ),
+    InvalidCase(
+        "the template's env cannot set the rank environment",
+        job(_set("spec.template.env", [{"name": "WORLD_SIZE", "value": "3"}])),
+        "spec.template.env: the worker's env may not set PHASED_*, PET_*",
+        "the worker's env may not set PHASED_*, PET_* nor RANK, WORLD_SIZE",
+    ),
+    InvalidCase(
+        "the template's env cannot set Phased's own variables",
+        job(_set("spec.phases[0].template", {"env": [{"name": "PHASED_RANK", "value": "3"}]})),
+        "spec.phases[0].template.env: the worker's env may not set PHASED_*, PET_*",
+        "the worker's env may not set PHASED_*, PET_* nor RANK, WORLD_SIZE",
+    ),
+    InvalidCase(
+        "phased.dev labels are Phased's",
+        job(_set("spec.template.labels", {"phased.dev/rank": "0"})),
+        "spec.template.labels: labels under phased.dev/ are Phased's own and cannot be set",
+        "labels under phased.dev/ are Phased's own and cannot be set",
+    ),
+    InvalidCase(
+        "a label key is a qualified name",
+        job(_set("spec.phases[1].template", {"labels": {"team name": "x"}})),
+        "spec.phases[1].template.labels: label keys must be qualified names",
+        "label keys must be qualified names",
+    ),
+    InvalidCase(
+        "a label value is a label value",
+        job(_set("spec.template.labels", {"team": "-x"})),
+        "spec.template.labels.team: String should match pattern",
+        "spec.template.labels.team in body should match",
+    ),
+    InvalidCase(
+        "a pod spec field has the API server's type",
+        job(_set("spec.template.spec", {"hostNetwork": "yes"})),
+        "spec.template.spec: hostNetwork: must be of type boolean",
+        "spec.template.spec.hostNetwork: Invalid value",
+    ),
+    InvalidCase(
+        "a pod spec has no made-up fields",
+        job(_set("spec.template.spec", {"volumes": [{"name": "d", "emptyDri": {}}]})),
+        "spec.template.spec: volumes[0]: unknown field 'emptyDri'",
+        'unknown field "spec.template.spec.volumes[0].emptyDri"',
+    ),
+    InvalidCase(
+        "containers are merged by name, so a name is required",
+        job(_set("spec.template.spec", {"containers": [{"image": "sidecar:1"}]})),
+        "spec.template.spec: containers[0].name: required",
+        "spec.template.spec.containers[0].name: Required value",
+    ),
+    InvalidCase(
+        "volumes are merged by name, so a name appears once",
+        job(
+            _set(
+                "spec.template.spec",
+                {"volumes": [{"name": "d", "emptyDir": {}}, {"name": "d", "emptyDir": {}}]},
+            )
+        ),
+        "spec.template.spec: volumes: repeated name",
+        "spec.template.spec.volumes[1]: Duplicate value",
+    ),
+    InvalidCase(
+        "an env var's source has the API server's shape",
+        job(
+            _set(
+                "spec.template.env",
+                [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": 3}}}],
+            )
+        ),
+        "spec.template.env[0].valueFrom: secretKeyRef.key: must be of type string",
+        "spec.template.env[0].valueFrom.secretKeyRef.key: Invalid value",
+    ),
+    # --- launcher ------------------------------------------------------------------------------
+    InvalidCase(
+        "a c10d rendezvous is torchrun's",
+        job(_set("spec.launcher", {"type": "MindSpore", "rendezvous": "C10d"})),
+        "spec.launcher: launcher.rendezvous C10d needs launcher.type Torchrun",
+        "launcher.rendezvous C10d needs launcher.type Torchrun",
+    ),
+    InvalidCase(
+        "the launcher is one of the known ones",
+        job(_set("spec.phases[1].launcher", {"type": "deepspeed"})),
+        "spec.phases[1].launcher.type: Input should be 'Plain', 'Torchrun' or 'MindSpore'",
+        "spec.phases[1].launcher.type: Unsupported value",
+    ),
     # --- durations ---------------------------------------------------------------------------
     InvalidCase(
         "a duration is written with units, not words",
@@ -354,6 +552,18 @@ INVALID_CASES: list[InvalidCase] = [
         "failurePolicy.gpuDropGrace must be at most 1d",
     ),
     InvalidCase(
+        "a pending grace longer than a day is refused",
+        job(_set("spec.failurePolicy", {"pendingGrace": "25h"})),
+        "failurePolicy.pendingGrace must be at most 1d, got 25h",
+        "failurePolicy.pendingGrace must be at most 1d",
+    ),
+    InvalidCase(
+        "the admission timeout action is Wait or Fail",
+        job(_set("spec.admission", {"onTimeout": "Retry"})),
+        "spec.admission.onTimeout: Input should be 'Wait' or 'Fail'",
+        'spec.admission.onTimeout: Unsupported value: "Retry"',
+    ),
+    InvalidCase(
         "the restart scope is Gang or Worker",
         job(_set("spec.failurePolicy", {"restartScope": "Node"})),
         "spec.failurePolicy.restartScope: Input should be 'Gang' or 'Worker'",
@@ -373,6 +583,43 @@ INVALID_CASES: list[InvalidCase] = [
         ),
         "launcher.type Torchrun with launcher.rendezvous C10d",
         "launcher.type Torchrun with launcher.rendezvous C10d",
+    ),
+    InvalidCase(
+        "a worker-scope restart needs every phase's own launcher to rejoin too",
+        job(
+            _set("spec.failurePolicy", {"restartScope": "Worker"}),
+            _set("spec.launcher", {"type": "Torchrun", "rendezvous": "C10d"}),
+            _set("spec.phases[1].launcher", {"type": "Torchrun"}),
+        ),
+        "in spec.launcher and in every phase's own launcher",
+        "in spec.launcher and in every phase's own launcher",
+    ),
+    InvalidCase(
+        "the checkpoint and report volume names are Phased's",
+        job(_set("spec.template.spec", {"volumes": [{"name": "phased-report", "emptyDir": {}}]})),
+        "spec.template.spec: volumes named phased-checkpoints or phased-report cannot be set",
+        "volumes named phased-checkpoints or phased-report cannot be set",
+    ),
+    InvalidCase(
+        "the worker cannot mount anything where the report token goes",
+        job(
+            _set(
+                "spec.phases[1].template.spec",
+                {
+                    "volumes": [{"name": "scratch", "emptyDir": {}}],
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "volumeMounts": [
+                                {"name": "scratch", "mountPath": "/var/run/phased/report"}
+                            ],
+                        }
+                    ],
+                },
+            )
+        ),
+        "spec.phases[1].template.spec: the worker may not mount anything at /var/run/phased/report",
+        "the worker may not mount anything at /var/run/phased/report",
     ),
     InvalidCase(
         "survivors get at most an hour to stop",
@@ -401,9 +648,7 @@ INVALID_CASES: list[InvalidCase] = [
     ),
     InvalidCase(
         "a storage class is only for a claim Phased creates",
-        job(
-            _set("spec.checkpoint", {"volume": {"claimName": "ckpt", "storageClassName": "fast"}})
-        ),
+        job(_set("spec.checkpoint", {"volume": {"claimName": "ckpt", "storageClassName": "fast"}})),
         "checkpoint.volume.storageClassName is only for a claim Phased creates",
         "checkpoint.volume.storageClassName is only for a claim Phased creates",
     ),
@@ -572,6 +817,36 @@ VALID_CASES: list[ValidCase] = [
         job(_set("spec.checkpoint", {"volume": {"claimName": "team-a.checkpoints"}})),
     ),
     ValidCase(
+        "a full pod spec: volumes, shm, secrets, sidecars, RDMA, tolerations, affinity terms",
+        job(
+            _set("spec.launcher", {"type": "Torchrun", "rendezvous": "C10d", "port": 29400}),
+            _set("spec.phases[1].launcher", {"type": "Torchrun", "procsPerNode": 4}),
+            _set("spec.template.labels", {"team": "llm", "example.com/cost-center": "42"}),
+            _set(
+                "spec.template.env",
+                [
+                    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}}},
+                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                ],
+            ),
+            _set("spec.template.spec", full_pod_spec()),
+            _set(
+                "spec.phases[1].template.spec",
+                {"containers": [{"name": "worker", "resources": {"limits": {"rdma/hca": "1"}}}]},
+            ),
+        ),
+    ),
+    ValidCase(
+        "the image only in the worker container of the pod spec",
+        job(
+            _drop("spec.template"),
+            _set(
+                "spec.template.spec",
+                {"containers": [{"name": "worker", "image": "trainer:1"}]},
+            ),
+        ),
+    ),
+    ValidCase(
         "annotation keys and resource names at their limits",
         job(
             _set(
@@ -583,5 +858,222 @@ VALID_CASES: list[ValidCase] = [
                 {"requests": {"hugepages-2Mi": "1Gi", "example.com/fpga": "1"}},
             ),
         ),
+    ),
+]
+
+
+# --- edits of a job that has started ---------------------------------------------------------
+#
+# Each edit case is ``(id, status, after, model_error, api_error)``: the job is created as
+# :func:`running_job`, its status is written as ``status`` (through the status subresource,
+# as the operator would), then ``after`` is applied over it. ``api_error`` is a substring of
+# the API server's refusal (a transition rule's message), ``model_error`` of what the
+# operator's re-check (:func:`phased.core.edits.edit_problems`) says about ``after`` given
+# ``status``; both are ``None`` for an edit that must be accepted.
+
+PHASES_MESSAGE = "a phase that has started or run cannot be removed, renamed or reordered"
+SHAPE_MESSAGE = "the running phase's GPU shape (gpusPerNode, gpuTypes) cannot change"
+
+
+class EditCase(NamedTuple):
+    id: str
+    status: Manifest
+    after: Manifest
+    model_error: str | None
+    api_error: str | None
+
+
+def running_job() -> Manifest:
+    """Three phases: preprocess (CPU) ran, train runs on H100, validate is still to come."""
+    doc = valid_job()
+    doc["metadata"]["name"] = "edited"
+    doc["spec"]["spares"] = {"count": 2}
+    doc["spec"]["phases"].append(
+        {"name": "validate", "nodes": {"min": 2, "max": 4}, "gpuTypes": ["H100"], "gpusPerNode": 8}
+    )
+    return doc
+
+
+def _record(name: str, state: str, **fields: Any) -> Manifest:
+    return {"name": name, "state": state, **fields}
+
+
+STARTED = "2026-03-01T12:00:00Z"
+TRAINING: Manifest = {
+    "state": "Running",
+    "phase": "train",
+    "phaseIndex": 1,
+    "worldSize": 8,
+    "phases": [
+        _record("preprocess", "Succeeded", startTime=STARTED, endTime=STARTED, gpusPerNode=0),
+        _record(
+            "train",
+            "Running",
+            startTime=STARTED,
+            gpuType="H100",
+            gpusPerNode=8,
+            gpuTypes=["H100", "H200"],
+        ),
+        _record("validate", "Pending"),
+    ],
+}
+# Still waiting for capacity in its first phase: nothing has started, nothing is frozen.
+WAITING: Manifest = {
+    "state": "Waiting",
+    "phase": "preprocess",
+    "phaseIndex": 0,
+    "phases": [_record("preprocess", "Waiting"), _record("train", "Pending")],
+}
+
+
+def edited(*edits: Callable[[Manifest], None]) -> Manifest:
+    """:func:`running_job` with ``edits`` applied in order."""
+    doc = running_job()
+    for edit in edits:
+        edit(doc)
+    return doc
+
+
+def _phases(*order: int) -> Callable[[Manifest], None]:
+    def edit(doc: Manifest) -> None:
+        phases = doc["spec"]["phases"]
+        doc["spec"]["phases"] = [phases[i] for i in order]
+
+    return edit
+
+
+def _insert(index: int, phase: Manifest) -> Callable[[Manifest], None]:
+    def edit(doc: Manifest) -> None:
+        doc["spec"]["phases"].insert(index, phase)
+
+    return edit
+
+
+EDIT_CASES: list[EditCase] = [
+    # --- refused: what already ran or runs cannot be rewritten ---------------------------------
+    EditCase(
+        "a phase that ran cannot be removed",
+        TRAINING,
+        edited(_phases(1, 2)),
+        "phase 'preprocess' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot be renamed",
+        TRAINING,
+        edited(_set("spec.phases[1].name", "pretrain")),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot be moved after a later one",
+        TRAINING,
+        edited(_phases(0, 2, 1)),
+        "moved from phase 2 to phase 3",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot be removed",
+        TRAINING,
+        edited(_phases(0, 2)),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "no phase can be inserted before the running one",
+        TRAINING,
+        edited(_insert(1, _phase("warmup"))),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the running phase keeps its gpusPerNode",
+        TRAINING,
+        edited(_set("spec.phases[1].gpusPerNode", 16)),
+        "gpusPerNode 8 (now 16)",
+        SHAPE_MESSAGE,
+    ),
+    EditCase(
+        "the running phase keeps its gpuTypes",
+        TRAINING,
+        edited(_set("spec.phases[1].gpuTypes", ["H100"])),
+        "gpuTypes ['H100', 'H200'] (now ['H100'])",
+        SHAPE_MESSAGE,
+    ),
+    EditCase(
+        "the running phase keeps the order of its gpuTypes",
+        TRAINING,
+        edited(_set("spec.phases[1].gpuTypes", ["H200", "H100"])),
+        "gpuTypes ['H100', 'H200'] (now ['H200', 'H100'])",
+        SHAPE_MESSAGE,
+    ),
+    EditCase(
+        "the running phase cannot become a CPU phase",
+        TRAINING,
+        edited(_drop("spec.phases[1].gpuTypes"), _set("spec.phases[1].gpusPerNode", 0)),
+        "gpusPerNode 8 (now 0)",
+        SHAPE_MESSAGE,
+    ),
+    # --- accepted: what is still to come, and what the running phase can absorb -------------
+    EditCase(
+        "the running phase may shrink its nodes.max",
+        TRAINING,
+        edited(_set("spec.phases[1].nodes", {"min": 4, "max": 6})),
+        None,
+        None,
+    ),
+    EditCase(
+        "the running phase may grow its nodes.max",
+        TRAINING,
+        edited(_set("spec.phases[1].nodes.max", 20)),
+        None,
+        None,
+    ),
+    EditCase(
+        "spares, budgets and priority may change",
+        TRAINING,
+        edited(
+            _set("spec.spares", {"count": 5}),
+            _set("spec.failurePolicy", {"restartBudget": 3, "interruptionBudget": "4h"}),
+            _set("spec.priority", 10),
+        ),
+        None,
+        None,
+    ),
+    EditCase(
+        "a later phase may change its shape, be removed, or be added",
+        TRAINING,
+        edited(
+            _set("spec.phases[2].gpusPerNode", 4),
+            _set("spec.phases[2].name", "evaluate"),
+            _insert(3, _phase("export")),
+        ),
+        None,
+        None,
+    ),
+    EditCase(
+        "the phases after the running one may be dropped",
+        TRAINING,
+        edited(_phases(0, 1)),
+        None,
+        None,
+    ),
+    EditCase(
+        "the running phase's image may change (its next generation uses it)",
+        TRAINING,
+        edited(_set("spec.phases[1].template", {"image": "trainer:2"})),
+        None,
+        None,
+    ),
+    EditCase(
+        "a job still waiting for its first phase may change anything",
+        WAITING,
+        job(
+            _set("metadata.name", "edited"),
+            _set("spec.phases[0].name", "tokenize"),
+            _set("spec.phases[1].gpusPerNode", 4),
+        ),
+        None,
+        None,
     ),
 ]

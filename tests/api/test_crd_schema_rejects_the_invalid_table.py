@@ -1,7 +1,8 @@
 """The CRD rejects every invalid TrainingJob: by its OpenAPI schema, or by a CEL rule.
 
 The OpenAPI part is checked here with a JSON-schema validator (bounds, enums, patterns,
-required fields and list uniqueness mean the same there); a case the schema lets through must
+required fields, list uniqueness and, as with kubectl's strict field validation, unknown
+fields mean the same there); a case the schema lets through must
 expect one of the CRD's CEL messages, which the end-to-end suite sees a real API server give.
 """
 
@@ -14,7 +15,13 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.api.invalid_cases import INVALID_CASES, VALID_CASES, InvalidCase, ValidCase
+from tests.api.invalid_cases import (
+    EDIT_CASES,
+    INVALID_CASES,
+    VALID_CASES,
+    InvalidCase,
+    ValidCase,
+)
 from tests.api.schema_walk import crd_root_schema, walk
 
 
@@ -35,12 +42,30 @@ def _duplicate_problems(value: Any, schema: dict[str, Any], path: str) -> Iterat
                 yield from _duplicate_problems(item, child, f"{path}.{key}")
 
 
+def _unknown_fields(value: Any, schema: dict[str, Any], path: str) -> Iterator[str]:
+    """What the API server's strict field validation (kubectl's default) adds: no made-up keys."""
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unknown_fields(item, schema.get("items", {}), f"{path}[{index}]")
+    elif isinstance(value, dict) and "properties" in schema:
+        for key, item in value.items():
+            if key not in schema["properties"]:
+                if path != ".metadata":
+                    yield f'unknown field "{path[1:]}.{key}"'
+            else:
+                yield from _unknown_fields(item, schema["properties"][key], f"{path}.{key}")
+
+
 def schema_problems(manifest: dict[str, Any]) -> list[str]:
     """What the CRD's OpenAPI schema (without CEL) finds wrong with ``manifest``."""
     root = crd_root_schema()
     validator = jsonschema.Draft7Validator(root)
     found = [e.message for e in validator.iter_errors(manifest)]
-    return found + list(_duplicate_problems(manifest, root, ""))
+    return (
+        found
+        + list(_duplicate_problems(manifest, root, ""))
+        + list(_unknown_fields(manifest, root, ""))
+    )
 
 
 def cel_messages() -> set[str]:
@@ -68,6 +93,7 @@ def test_the_crd_schema_accepts_the_edge_case(case: ValidCase) -> None:
 
 def test_every_cel_message_is_expected_by_some_case() -> None:
     expected = {re.sub(r" \(\d+\)", "", c.api_error) for c in INVALID_CASES}
+    expected |= {c.api_error for c in EDIT_CASES if c.api_error}  # the transition rules
     untested = {m for m in cel_messages() if not any(m in e or e in m for e in expected)}
     # gpuFaultGrace shares its rule with the other graces, tested through them.
     assert untested <= {"failurePolicy.gpuFaultGrace must be at most 1d"}

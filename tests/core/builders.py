@@ -14,6 +14,7 @@ from typing import Any
 from phased.api.v1alpha1 import NodeRole, TrainingJobSpec, TrainingJobStatus, parse_spec
 from phased.core import labels
 from phased.core.decide import decide
+from phased.core.ledger import encode_replaces
 from phased.core.model import (
     Action,
     ClaimNode,
@@ -26,6 +27,7 @@ from phased.core.model import (
     JobRef,
     NodeCondition,
     NodeInfo,
+    NodePod,
     Plan,
     PodInfo,
     PodPhase,
@@ -107,10 +109,23 @@ def owned(n: NodeInfo, role: NodeRole, job: JobRef = JOB) -> NodeInfo:
             labels.LABEL_JOB: job.name,
             labels.LABEL_JOB_NAMESPACE: job.namespace,
             labels.LABEL_ROLE: role.value,
+            labels.LABEL_INSTALLATION: SETTINGS.installation,
         }
     )
     taints = tuple(t for t in n.taints if t.key != labels.TAINT_POOL)
     return replace(n, labels=node_labels, taints=(*taints, Taint(labels.TAINT_POOL, job.uid)))
+
+
+def node_pod(
+    name: str,
+    node_name: str,
+    *,
+    namespace: str = "tenant",
+    created: datetime = LONG_AGO,
+    **flags: Any,
+) -> NodePod:
+    """A pod bound to ``node_name``; ``flags`` are NodePod's (daemon, mirror, ...)."""
+    return NodePod(namespace=namespace, name=name, node=node_name, created=created, **flags)
 
 
 def with_ready(n: NodeInfo, ready: bool, since: datetime) -> NodeInfo:
@@ -261,7 +276,10 @@ class Cluster:
         elif isinstance(action, SetNodeRole):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid
-            self.nodes[n.name] = owned(n, action.role, self.job)
+            notes = {k: v for k, v in n.annotations.items() if k != labels.ANNOTATION_REPLACES}
+            if action.replaces is not None and action.at is not None:
+                notes[labels.ANNOTATION_REPLACES] = encode_replaces(action.replaces, action.at)
+            self.nodes[n.name] = replace(owned(n, action.role, self.job), annotations=notes)
         elif isinstance(action, ReleaseNode):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid

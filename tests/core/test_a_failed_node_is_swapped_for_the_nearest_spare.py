@@ -6,7 +6,7 @@ import pytest
 
 from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
 from phased.core.decide import decide
-from phased.core.model import CreatePod, DeletePod, QuarantineNode, SetNodeRole
+from phased.core.model import CreatePod, DeletePod, QuarantineNode, ReleaseNode, SetNodeRole
 from tests.core.builders import (
     JOB,
     SETTINGS,
@@ -137,8 +137,11 @@ def test_a_deleted_node_is_recorded_without_a_cordon():
     gone = [n for n in held if n.name != "a1"]
     plan = decide(snapshot(the_spec, gone, pods, status), SETTINGS, T0)
     assert of_type(plan, QuarantineNode) == []
-    assert [(f.node, f.reason) for f in plan.status.failures] == [("a1", "NodeDeleted")]
+    assert [(f.node, f.reason, f.cordoned) for f in plan.status.failures] == [
+        ("a1", "NodeDeleted", None)
+    ]
     assert [p.node for p in of_type(plan, SetNodeRole)] == ["s0"]
+    assert plan.status.failures[0].replaced_by == "s0"
 
 
 def test_an_unsynced_node_view_never_reports_deletions():
@@ -161,13 +164,14 @@ def test_without_spares_the_gang_restarts_smaller_if_min_still_holds():
     assert created[0].manifest["metadata"]["labels"]["phased.dev/world-size"] == "2"
 
 
-def test_without_spares_below_min_the_job_waits():
+def test_without_spares_below_min_the_job_waits_holding_nothing_idle():
     actives = [node("a0"), node("a1")]
     the_spec, held, pods, status = _running_pool(actives, [])
     held[1] = with_ready(held[1], False, at(-60))
     plan = decide(snapshot(the_spec, held, pods, status), SETTINGS, T0)
     assert plan.status.state == JobState.WAITING
-    assert plan.status.waiting_for == {"H100": 1}
+    assert plan.status.waiting_for == {"H100": 2}  # its whole min, to be claimed at once
+    assert [r.node for r in of_type(plan, ReleaseNode)] == ["a0"]
     assert of_type(plan, CreatePod) == []
     assert "CapacityShort" in events(plan)
 

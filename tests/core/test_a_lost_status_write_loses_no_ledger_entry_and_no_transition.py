@@ -12,6 +12,7 @@ from tests.core.builders import (
     JOB,
     SETTINGS,
     T0,
+    Cluster,
     at,
     node,
     nodes,
@@ -21,6 +22,7 @@ from tests.core.builders import (
     pod,
     snapshot,
     spec,
+    with_ready,
 )
 
 
@@ -123,3 +125,23 @@ def test_a_crash_between_quarantine_and_promotion_still_promotes_and_restarts():
     assert len(of_type(plan, CreatePod)) == 3
     entry = next(f for f in plan.status.failures if f.node == "q0")
     assert entry.replaced_by == "s00"
+
+
+def test_a_replacement_lost_with_the_status_write_is_read_back_from_the_spare():
+    """The operator promoted a spare and restarted, then its status write was lost: the
+    rebuilt entry names the spare that replaced the node, and when."""
+    c = Cluster(
+        spec(phase("train", 2, 2), spares=1, failurePolicy={"notReadyGrace": "5s"}),
+        {n.name: n for n in nodes("n", 3)},
+    )
+    c.settle()
+    (active, _), (spare,) = c.held(NodeRole.ACTIVE), c.held(NodeRole.SPARE)
+    before = c.status
+    c.nodes[active] = with_ready(c.nodes[active], False, c.now)
+    c.advance(6)
+    c.step()
+    c.status = before  # the write after the swap never landed
+    c.settle()
+    (entry,) = c.status.failures
+    assert (entry.node, entry.replaced_by) == (active, spare)
+    assert entry.replaced == format_time(at(6)) and entry.resumed is not None

@@ -19,22 +19,71 @@ CASES = [
         "allowed prefix",
     ),
     (
-        "PHASED_ env override",
+        "a sidecar's image not allowed",
         spec(
             phase("train", 1, 1),
-            template={"image": "x/y:1", "env": [{"name": "PHASED_RANK", "value": "3"}]},
+            template={
+                "image": "corp.example/llm:1",
+                "spec": {"containers": [{"name": "exporter", "image": "docker.io/exp:1"}]},
+            },
         ),
-        SETTINGS,
-        "PHASED_RANK",
+        Settings(workers=WorkerPolicy(allowed_image_prefixes=["corp.example/"])),
+        "docker.io/exp:1",
     ),
     (
-        "torch env override",
+        "GPUs asked for by the template",
         spec(
             phase("train", 1, 1),
-            template={"image": "x/y:1", "env": [{"name": "WORLD_SIZE", "value": "3"}]},
+            template={"image": "x/y:1", "resources": {"limits": {"nvidia.com/gpu": "8"}}},
         ),
         SETTINGS,
-        "WORLD_SIZE",
+        "nvidia.com/gpu",
+    ),
+    (
+        "GPUs asked for by a sidecar",
+        spec(
+            phase("train", 1, 1),
+            template={
+                "image": "x/y:1",
+                "spec": {
+                    "initContainers": [
+                        {
+                            "name": "warm",
+                            "image": "x/w:1",
+                            "resources": {"requests": {"huawei.com/Ascend910": 1}},
+                        }
+                    ]
+                },
+            },
+        ),
+        SETTINGS,
+        "huawei.com/Ascend910 in container warm",
+    ),
+    (
+        "privileged container",
+        spec(
+            phase("train", 1, 1),
+            template={
+                "image": "x/y:1",
+                "spec": {
+                    "containers": [{"name": "worker", "securityContext": {"privileged": True}}]
+                },
+            },
+        ),
+        SETTINGS,
+        "allowPrivileged",
+    ),
+    (
+        "hostPath volume",
+        spec(
+            phase("train", 1, 1),
+            template={
+                "image": "x/y:1",
+                "spec": {"volumes": [{"name": "dev", "hostPath": {"path": "/dev/infiniband"}}]},
+            },
+        ),
+        SETTINGS,
+        "allowHostPath",
     ),
 ]
 
@@ -57,3 +106,21 @@ def test_a_spec_that_failed_validation_is_invalid():
     plan = decide(snapshot(None, nodes("h", 2), spec_error="phases: too short"), SETTINGS, T0)
     assert plan.status.state == JobState.INVALID and plan.status.message == "phases: too short"
     assert plan.status.observed_generation == 1
+
+
+def test_privileged_and_host_path_pass_when_the_settings_allow_them():
+    the_spec = spec(
+        phase("train", 1, 1),
+        template={
+            "image": "x/y:1",
+            "spec": {
+                "containers": [{"name": "worker", "securityContext": {"privileged": True}}],
+                "volumes": [{"name": "dev", "hostPath": {"path": "/dev/infiniband"}}],
+            },
+        },
+    )
+    allowed = SETTINGS.model_copy(
+        update={"workers": WorkerPolicy(allow_privileged=True, allow_host_path=True)}
+    )
+    plan = decide(snapshot(the_spec, nodes("h", 2)), allowed, T0)
+    assert plan.status.state != JobState.INVALID

@@ -17,6 +17,9 @@ EVERYTHING_ON = (
     "fullnameOverride=gpu-operator",
     "podAnnotations.example\\.com/team=ml",
     "priorityClassName=system-cluster-critical",
+    "priorityClass.create=false",
+    "replicaCount=2",
+    "image.digest=sha256:" + "ab" * 32,
 )
 
 
@@ -45,6 +48,7 @@ def test_defaults_render_the_expected_objects() -> None:
             "Service": 2,  # metrics, checkpoint reports
             "Secret": 1,  # the report-token key
             "Deployment": 1,
+            "PriorityClass": 1,  # phased-operator, priorityClass.create
         }
     )
 

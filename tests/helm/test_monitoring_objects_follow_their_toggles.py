@@ -94,14 +94,21 @@ def test_thresholds_come_from_values() -> None:
         render(
             "metrics.prometheusRule.enabled=true",
             "metrics.prometheusRule.thresholds.capacityShortFor=2h",
-            values={"metrics": {"prometheusRule": {"thresholds": {"massFailureShare": 0.3}}}},
+            values={
+                "metrics": {
+                    "prometheusRule": {
+                        "thresholds": {"massFailureShare": 0.3, "reconcileErrorShare": 0.05}
+                    }
+                }
+            },
             api_versions=(MONITORING,),
         ),
         "PrometheusRule",
     )
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert alerts["PhasedCapacityShort"]["for"] == "2h"
-    assert "> 0.3" in alerts["PhasedMassFailure"]["expr"]
+    assert "floor(0.3 * sum" in alerts["PhasedMassFailure"]["expr"]
+    assert "> 0.05" in alerts["PhasedReconcileErrors"]["expr"]
 
 
 def test_the_dashboard_can_be_turned_off_or_moved() -> None:

@@ -1,4 +1,5 @@
-"""The operator's Deployment: one replica, Recreate, a locked-down pod, probes, resources."""
+"""The operator's Deployment: one replica with Recreate (or RollingUpdate with leader election), a
+locked-down pod off GPU and pool nodes at the operator's priority, probes, resources."""
 
 from __future__ import annotations
 
@@ -20,9 +21,92 @@ def _container(*sets: str) -> dict[str, Any]:
 
 
 def test_one_replica_replaced_by_recreate() -> None:
-    spec = one(render(), "Deployment")["spec"]
+    docs = render()
+    spec = one(docs, "Deployment")["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}
+    assert not find(docs, "PodDisruptionBudget"), "one replica: a budget would block drains"
+    assert "podAntiAffinity" not in spec["template"]["spec"]["affinity"]
+
+
+def test_leader_election_rolls_one_standby_at_a_time() -> None:
+    spec = one(render("leaderElection.enabled=true"), "Deployment")["spec"]
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+
+
+def test_several_replicas_get_a_disruption_budget_and_spread_over_nodes() -> None:
+    docs = render("leaderElection.enabled=true", "replicaCount=3")
+    deployment = one(docs, "Deployment")
+    budget = one(docs, "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert (
+        budget["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    )
+    (term,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+        == (deployment["spec"]["selector"]["matchLabels"])
+    )
+
+
+def _avoided(*sets: str) -> set[str]:
+    affinity = _pod(*sets)["affinity"]["nodeAffinity"]
+    (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {e["operator"] for e in term["matchExpressions"]} == {"DoesNotExist"}
+    return {e["key"] for e in term["matchExpressions"]}
+
+
+def test_the_operator_keeps_off_gpu_nodes_and_pool_nodes() -> None:
+    assert _avoided() == {
+        "phased.dev/job-uid",
+        "phased.dev/role",
+        "nvidia.com/gpu.product",  # settings.gpuTypes H100, H200
+        "accelerator",  # settings.gpuTypes Ascend910B
+        "nvidia.com/gpu.present",
+        "feature.node.kubernetes.io/pci-10de.present",
+        "feature.node.kubernetes.io/pci-19e5.present",
+    }
+    # A GPU type's own label keys are avoided too.
+    assert "gpu.example.com/model" in _avoided(
+        "settings.gpuTypes.H100.nodeLabels.gpu\\.example\\.com/model=h100"
+    )
+    # affinity.nodeAffinity replaces the rule; other affinity keys are kept beside it.
+    infra = {"matchExpressions": [{"key": "role", "operator": "In", "values": ["infra"]}]}
+    mine = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [infra]}}
+    assert _pod_values({"affinity": {"nodeAffinity": mine}})["affinity"] == {"nodeAffinity": mine}
+    extra = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    kept = _pod_values({"affinity": extra})["affinity"]
+    assert kept["podAffinity"] == extra["podAffinity"] and "nodeAffinity" in kept
+
+
+def _pod_values(values: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = one(render(values=values), "Deployment")["spec"]["template"]["spec"]
+    return spec
+
+
+def test_the_pod_runs_at_the_operators_priority_class() -> None:
+    docs = render()
+    assert _pod()["priorityClassName"] == "phased-operator"
+    priority = one(docs, "PriorityClass")
+    assert priority["metadata"]["name"] == "phased-operator"
+    assert priority["value"] == 1_000_000
+    assert priority["globalDefault"] is False
+    elsewhere = render("priorityClassName=platform-critical", "priorityClass.create=false")
+    assert not find(elsewhere, "PriorityClass")
+    assert one(elsewhere, "Deployment")["spec"]["template"]["spec"]["priorityClassName"] == (
+        "platform-critical"
+    )
+
+
+def test_an_image_digest_pins_what_is_pulled() -> None:
+    digest = "sha256:" + "0f" * 32
+    assert _container(f"image.digest={digest}", "image.tag=dev")["image"] == f"phased@{digest}"
 
 
 def test_the_pod_runs_as_an_unprivileged_user() -> None:

@@ -18,11 +18,17 @@ CLUSTER_RULES = {
     ("phased.dev", "trainingjobs/finalizers"): {"update"},
     ("", "nodes"): {"get", "list", "watch", "patch"},
     ("", "pods"): {"list", "watch", "create", "delete"},
+    ("", "pods/eviction"): {"create"},
     ("", "services"): {"create"},
     ("", "secrets"): {"create"},
     ("", "persistentvolumeclaims"): {"create"},
 }
-LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+# The Lease: get and update on the one Lease by name; create cannot be limited by name.
+LEASE_RULES = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+     "resourceNames": ["phased-operator"], "verbs": ["get", "update"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+]  # fmt: skip
 
 
 def _rules(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
@@ -73,7 +79,9 @@ def test_leader_election_adds_one_lease_role_in_the_release_namespace_only() -> 
     docs = render("leaderElection.enabled=true")
     role = one(docs, "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
-    assert _rules(role) == LEASE_RULES
+    assert role["rules"] == LEASE_RULES
+    renamed = one(render("leaderElection.enabled=true", "leaderElection.leaseName=ha"), "Role")
+    assert renamed["rules"][0]["resourceNames"] == ["ha"]
     binding = one(docs, "RoleBinding")
     assert binding["metadata"]["namespace"] == NAMESPACE
     assert binding["roleRef"] == {

@@ -81,3 +81,58 @@ def test_equal_metrics_and_health_ports_are_refused() -> None:
     result = template_result("settings.metricsPort=8081")
     assert result.returncode != 0
     assert "settings.metricsPort and settings.healthPort must differ" in result.stderr
+
+
+# Weakening the operator pod's security context: refused unless the opt-out is set.
+WEAKER = [
+    ({"securityContext": {"capabilities": {"add": ["NET_ADMIN"], "drop": ["ALL"]}}},
+     "/securityContext/capabilities/add"),
+    ({"securityContext": {"capabilities": {"drop": ["NET_RAW"]}}},
+     "/securityContext/capabilities/drop"),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}},
+     "/securityContext/seccompProfile/type"),
+    ({"podSecurityContext": {"seccompProfile": {"type": "Unconfined"}}},
+     "/podSecurityContext/seccompProfile/type"),
+    ({"securityContext": {"readOnlyRootFilesystem": False}},
+     "/securityContext/readOnlyRootFilesystem"),
+    ({"securityContext": {"allowPrivilegeEscalation": True}},
+     "/securityContext/allowPrivilegeEscalation"),
+    ({"securityContext": {"privileged": True}}, "/securityContext/privileged"),
+    ({"securityContext": {"runAsUser": 0}}, "/securityContext/runAsUser"),
+    ({"podSecurityContext": {"runAsUser": 0}}, "/podSecurityContext/runAsUser"),
+    ({"podSecurityContext": {"runAsNonRoot": False}}, "/podSecurityContext/runAsNonRoot"),
+]  # fmt: skip
+WEAKER_IDS = [case[1] for case in WEAKER]
+OPT_OUT = {"unsafeAllowWeakerSecurityContext": True}
+
+
+@pytest.mark.parametrize(("override", "path"), WEAKER, ids=WEAKER_IDS)
+def test_a_weaker_security_context_is_refused_without_the_opt_out(
+    override: dict[str, Any], path: str
+) -> None:
+    validator = jsonschema.Draft7Validator(SCHEMA)
+    assert list(validator.iter_errors(_merge(DEFAULTS, override))), f"{override} was accepted"
+    assert not list(validator.iter_errors(_merge(DEFAULTS, {**override, **OPT_OUT})))
+
+
+@needs_helm
+@pytest.mark.parametrize(("override", "path"), WEAKER, ids=WEAKER_IDS)
+def test_helm_refuses_a_weaker_security_context_naming_the_key(
+    override: dict[str, Any], path: str
+) -> None:
+    refused = template_result(values=override)
+    assert refused.returncode != 0, f"{override} was accepted"
+    assert f"at '{path}" in refused.stderr, refused.stderr
+    accepted = template_result(values={**override, **OPT_OUT})
+    assert accepted.returncode == 0, accepted.stderr
+
+
+BAD_DIGESTS = ["sha256:abc", "latest", "sha256:" + "A" * 64, "md5:" + "a" * 64]
+
+
+@pytest.mark.parametrize("digest", BAD_DIGESTS)
+def test_an_image_digest_must_be_sha256_and_64_hex_digits(digest: str) -> None:
+    validator = jsonschema.Draft7Validator(SCHEMA)
+    assert list(validator.iter_errors(_merge(DEFAULTS, {"image": {"digest": digest}})))
+    good = {"image": {"digest": "sha256:" + "0f" * 32}}
+    assert not list(validator.iter_errors(_merge(DEFAULTS, good)))

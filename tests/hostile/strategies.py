@@ -18,8 +18,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from phased.api.podtemplate import RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES, reserved_env
 from phased.api.v1alpha1 import MAX_GPUS_PER_NODE, MAX_NODES, MAX_PHASES, GPUType
-from phased.core.workers import RESERVED_PREFIX, TORCH_ENV
 
 # --- Kubernetes' rules (apimachinery/pkg/util/validation) ------------------------------------
 
@@ -154,10 +154,14 @@ env_names = st.builds(
     lambda a, b: a + b,
     st.sampled_from(string.ascii_letters + "_"),
     st.text(alphabet=string.ascii_letters + string.digits + "_", max_size=30),
-).filter(lambda n: not n.startswith(RESERVED_PREFIX) and n not in TORCH_ENV)
+).filter(lambda n: not reserved_env(n))
 reserved_env_names = st.one_of(
-    st.sampled_from(TORCH_ENV),
-    st.text(alphabet=string.ascii_uppercase + "_", max_size=20).map(lambda s: RESERVED_PREFIX + s),
+    st.sampled_from(RESERVED_ENV_NAMES),
+    st.builds(
+        lambda prefix, rest: prefix + rest,
+        st.sampled_from(RESERVED_ENV_PREFIXES),
+        st.text(alphabet=string.ascii_uppercase + "_", max_size=20),
+    ),
 )
 # Text a person may put in args, env values and the like (the models take any Unicode).
 user_text = st.one_of(st.sampled_from(ODD_STRINGS), st.text(max_size=60))

@@ -35,6 +35,8 @@ from phased.core.model import (
     EnsureClaim,
     EnsureSecret,
     EnsureService,
+    EvictPod,
+    FinishClearing,
     JobRef,
     Plan,
     QuarantineNode,
@@ -43,6 +45,7 @@ from phased.core.model import (
     Snapshot,
     UnquarantineNode,
 )
+from phased.core.ownership import holds, marks
 from phased.core.settings import Settings
 from phased.kube.convert import node_from_raw, pod_from_raw
 from phased.reconcile import format_spec_error
@@ -88,6 +91,9 @@ def raw_nodes(draw: st.DrawFn, i: int, phase_names: list[str]) -> dict[str, Any]
     role = draw(st.sampled_from([None, "active", "spare", "quarantined", "Active", "junk"]))
     if role is not None:
         node_labels[labels.LABEL_ROLE] = role
+    installation = draw(st.sampled_from([None, SETTINGS.installation, "team-b"]))
+    if installation is not None:
+        node_labels[labels.LABEL_INSTALLATION] = installation
     annotations = {}
     if draw(st.booleans()):
         annotations[labels.ANNOTATION_QUARANTINE] = draw(
@@ -287,12 +293,20 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
     for action in plan.actions:
         if isinstance(action, ClaimNode):
             node = by_name[action.node]
-            assert node.owner_uid is None, f"claimed {node.name} held by {node.owner_uid}"
+            assert not marks(node), f"claimed {node.name} carrying {sorted(marks(node))}"
             assert node.labels.get(labels.LABEL_ROLE) != NodeRole.QUARANTINED.value
             assert not node.unschedulable
             assert action.resource_version == node.resource_version
-        elif isinstance(action, SetNodeRole | ReleaseNode | QuarantineNode | UnquarantineNode):
-            assert by_name[action.node].owner_uid == snapshot.job.uid, action
+        elif isinstance(
+            action,
+            SetNodeRole
+            | ReleaseNode
+            | QuarantineNode
+            | UnquarantineNode
+            | FinishClearing
+            | EvictPod,
+        ):
+            assert holds(by_name[action.node], snapshot.job.uid, SETTINGS.installation), action
         elif isinstance(action, DeletePod):
             assert action.name in pods
         elif isinstance(action, CreatePod):
@@ -420,8 +434,8 @@ _WORLD_SIZE_BOMB = textwrap.dedent(
 
 def test_a_forged_world_size_label_does_not_exhaust_memory() -> None:
     root = Path(__file__).resolve().parents[2]
-    # The checkout's code, as pytest's pythonpath gives the tests, whatever copy is installed.
-    path = os.pathsep.join(p for p in (str(root / "operator"), os.environ.get("PYTHONPATH")) if p)
+    # The checkout's own code, as in the test process (not whatever phased is installed).
+    path = os.pathsep.join(filter(None, [str(root / "operator"), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", _WORLD_SIZE_BOMB],
         cwd=str(root),

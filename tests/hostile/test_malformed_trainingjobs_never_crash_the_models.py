@@ -35,10 +35,10 @@ MAX_CONDITION = 5 * (MAX_LINE + 2) + 40  # format_spec_error keeps five problems
 SPEC_FIELDS = {
     "phases",
     "template",
+    "launcher",
     "spares",
     "failurePolicy",
     "checkpoint",
-    "launcher",
     "priority",
 }
 MANIFEST_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
@@ -137,10 +137,11 @@ def test_any_json_value_where_a_manifest_belongs_is_rejected_not_raised(raw: Any
     st.booleans(),
     st.booleans(),
 )
-def test_a_template_cannot_ask_for_privilege_host_access_or_a_service_account(
+def test_pod_fields_outside_the_templates_pod_spec_are_refused_not_dropped(
     raw: dict[str, Any], key: str, value: Any, in_phase: bool, in_resources: bool
 ) -> None:
-    """The worker template has no such fields, and unknown fields are refused, not dropped."""
+    """Pod fields belong under ``template.spec`` (where Pod Security Admission judges them);
+    at the template's top level or in its resources they are refused, not dropped."""
     template = raw["phases"][0].setdefault("template", {}) if in_phase else raw["template"]
     if in_resources:
         template = template.setdefault("resources", {})
@@ -174,6 +175,6 @@ def test_merged_env_and_annotations_past_one_templates_bound_are_accepted_as_by_
         },
     }
     spec = parse_spec(raw)
-    merged = spec.worker_template(spec.phases[0])
-    assert len(merged.env or []) == 256 and len(merged.annotations or {}) == 64
-    assert merged.image == "x"
+    merged = spec.worker_pod(spec.phases[0])
+    assert len(merged.worker["env"]) == 256 and len(merged.annotations) == 64
+    assert merged.worker["image"] == "x"

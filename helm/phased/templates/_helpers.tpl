@@ -39,8 +39,38 @@ app.kubernetes.io/component: operator
 {{- end }}
 {{- end }}
 
+{{/* repository@digest when image.digest is set (what is pulled is then fixed), else repository:tag. */}}
 {{- define "phased.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator pod's node affinity: off every node that carries a GPU label (the keys of each
+settings.gpuTypes[*].nodeLabels, plus placement.gpuNodeLabelKeys) and off every node of a
+Phased pool (phased.dev/job-uid, phased.dev/role), so the operator never competes with the
+workloads it manages nor lands on a node it may cordon. affinity.nodeAffinity replaces it.
+*/}}
+{{- define "phased.nodeAffinity" -}}
+{{- $keys := list "phased.dev/job-uid" "phased.dev/role" }}
+{{- range $name, $type := .Values.settings.gpuTypes }}
+{{- if $type }}
+{{- range $key, $_ := $type.nodeLabels }}
+{{- $keys = append $keys $key }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $keys = concat $keys .Values.placement.gpuNodeLabelKeys | uniq -}}
+requiredDuringSchedulingIgnoredDuringExecution:
+  nodeSelectorTerms:
+    - matchExpressions:
+        {{- range $keys }}
+        - key: {{ . | quote }}
+          operator: DoesNotExist
+        {{- end }}
 {{- end }}
 
 {{/* Where the settings file is mounted in the operator container. */}}

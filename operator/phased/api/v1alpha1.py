@@ -7,14 +7,25 @@ models re-check everything in the operator and in ``phased plan``.
 
 from __future__ import annotations
 
+import copy
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
+from phased.api import podtemplate
 from phased.api.durations import DURATION_PATTERN, parse_duration
+from phased.api.podtemplate import WORKER_CONTAINER
 
 GROUP = "phased.dev"
 VERSION = "v1alpha1"
@@ -68,21 +79,6 @@ class RestartScope(StrEnum):
 
     GANG = "Gang"  # every worker restarts from the last checkpoint (a new restart generation)
     WORKER = "Worker"  # only the lost rank is recreated
-
-
-class LauncherType(StrEnum):
-    """How the worker container starts the training processes."""
-
-    PLAIN = "Plain"
-    TORCHRUN = "Torchrun"
-    MINDSPORE = "MindSpore"
-
-
-class Rendezvous(StrEnum):
-    """How torchrun's agents find each other."""
-
-    STATIC = "Static"  # rank 0's pod is the master; node ranks are fixed
-    C10D = "C10d"  # a c10d rendezvous: elastic, a rank restarted alone can rejoin
 
 
 class NodeReturnPolicy(StrEnum):
@@ -152,7 +148,8 @@ class FailureReason(StrEnum):
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 WORKER_SCOPE_RULE = (
     "failurePolicy.restartScope Worker needs a launcher a lost rank can rejoin: "
-    "launcher.type Torchrun with launcher.rendezvous C10d (otherwise use Gang)"
+    "launcher.type Torchrun with launcher.rendezvous C10d, in spec.launcher and in every "
+    "phase's own launcher (otherwise use Gang)"
 )
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, min_length=2, max_length=32)]
 Quantity = Annotated[
@@ -172,8 +169,30 @@ class _Model(BaseModel):
 
 
 class EnvVar(_Model):
+    """An environment variable of the worker container: a value, or one taken from elsewhere."""
+
     name: str = Field(pattern=ENV_NAME_PATTERN, max_length=128)
     value: str = Field(default="", max_length=4096)
+    # A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef...),
+    # checked against the API server's schema; see phased.api.podtemplate.
+    value_from: dict[str, Any] | None = None
+
+    @field_validator("value_from")
+    @classmethod
+    def _env_source(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            problems = podtemplate.structural_problems(value, podtemplate.env_source_schema())
+            if problems:
+                raise ValueError("; ".join(problems))
+        return value
+
+    def to_k8s(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.value or self.value_from is None:
+            out["value"] = self.value
+        if self.value_from is not None:
+            out["valueFrom"] = self.value_from
+        return out
 
 
 class Resources(_Model):
@@ -187,8 +206,19 @@ class Resources(_Model):
         return value
 
 
+# A label value: at most 63 characters, alphanumeric at both ends (empty allowed).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_PREFIX_MESSAGE = "labels under phased.dev/ are Phased's own and cannot be set"
+
+
 class WorkerTemplate(_Model):
-    """The worker container; phase templates override the job's field by field."""
+    """The worker pod; a phase's template is merged over the job's (see ``worker_pod``).
+
+    ``image``, ``command``, ``args``, ``env`` and ``resources`` are short for the same fields
+    of the container named ``worker`` in ``spec`` (they win over it when both are set);
+    ``spec`` is a whole Kubernetes pod spec: volumes, init containers, sidecars, security
+    context, tolerations, affinity terms and the rest (see phased.api.podtemplate).
+    """
 
     image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
     command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
@@ -200,11 +230,23 @@ class WorkerTemplate(_Model):
     annotations: dict[str, Annotated[str, Field(max_length=1024)]] | None = Field(
         default=None, max_length=32
     )
+    labels: dict[str, Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]] | None = (
+        Field(default=None, max_length=32)
+    )
+    spec: dict[str, Any] | None = None
 
     @field_validator("annotations")
     @classmethod
     def _annotation_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         _qualified_names("annotation keys", value or {})
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        _qualified_names("label keys", value or {})
+        if any(k.startswith(podtemplate.LABEL_PREFIX) for k in value or {}):
+            raise ValueError(LABEL_PREFIX_MESSAGE)
         return value
 
     @field_validator("env")
@@ -214,25 +256,103 @@ class WorkerTemplate(_Model):
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"env names must be unique; repeated: {', '.join(repeated)}")
+        if any(podtemplate.reserved_env(n) for n in names):
+            raise ValueError(podtemplate.RESERVED_ENV_MESSAGE)
         return value
 
-    def merged_over(self, base: WorkerTemplate) -> WorkerTemplate:
-        """This template with every unset field taken from ``base``; env lists are merged.
+    @field_validator("spec")
+    @classmethod
+    def _pod_spec(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            problems = podtemplate.structural_problems(value) or podtemplate.owned_problems(value)
+            if problems:
+                raise ValueError("; ".join(problems))
+        return value
 
-        Both templates are already valid; the merge is not validated again, so the job's and
-        the phase's env (128 each) and annotations (32 each) may add up past one template's
-        bound, as the CRD allows (re-validating reported errors at no path of the spec).
-        """
-        env = {e.name: e for e in (base.env or [])}
-        env.update({e.name: e for e in (self.env or [])})
-        return WorkerTemplate.model_construct(
-            image=self.image or base.image,
-            command=self.command if self.command is not None else base.command,
-            args=self.args if self.args is not None else base.args,
-            env=list(env.values()) or None,
-            resources=self.resources or base.resources,
-            annotations={**(base.annotations or {}), **(self.annotations or {})} or None,
+    def pod_spec(self) -> dict[str, Any]:
+        """``spec`` with the short fields folded into its ``worker`` container."""
+        spec = copy.deepcopy(self.spec or {})
+        containers: list[dict[str, Any]] = spec.setdefault("containers", [])
+        worker = next((c for c in containers if c.get("name") == WORKER_CONTAINER), None)
+        if worker is None:
+            worker = {"name": WORKER_CONTAINER}
+            containers.insert(0, worker)
+        if self.image is not None:
+            worker["image"] = self.image
+        if self.command is not None:
+            worker["command"] = list(self.command)
+        if self.args is not None:
+            worker["args"] = list(self.args)
+        if self.env:
+            env = {e["name"]: e for e in worker.get("env") or []}
+            env.update({e.name: e.to_k8s() for e in self.env})
+            worker["env"] = list(env.values())
+        if self.resources is not None:
+            resources = worker.setdefault("resources", {})
+            for kind in ("requests", "limits"):
+                amounts = {**resources.get(kind, {}), **getattr(self.resources, kind)}
+                if amounts:
+                    resources[kind] = amounts
+        return spec
+
+
+@dataclass(frozen=True)
+class WorkerPod:
+    """A phase's worker pod as the templates ask for it, before Phased adds its own parts."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    spec: dict[str, Any]
+
+    @property
+    def worker(self) -> dict[str, Any]:
+        """The ``worker`` container (always present)."""
+        container: dict[str, Any] = next(
+            c for c in self.spec["containers"] if c.get("name") == WORKER_CONTAINER
         )
+        return container
+
+    def all_containers(self) -> list[dict[str, Any]]:
+        """Init containers (sidecars among them), then the containers."""
+        return [*self.spec.get("initContainers", []), *self.spec["containers"]]
+
+
+class LauncherType(StrEnum):
+    """How the worker container starts the training processes: which environment it gets."""
+
+    PLAIN = "Plain"  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (one process per node)
+    TORCHRUN = "Torchrun"  # the PET_* variables torchrun reads
+    MINDSPORE = "MindSpore"  # MindSpore's dynamic cluster (msrun) on Ascend: MS_*, RANK_SIZE
+
+
+class Rendezvous(StrEnum):
+    """How torchrun's agents find each other."""
+
+    STATIC = "Static"  # rank 0's pod is the master; node ranks are fixed
+    C10D = "C10d"  # a c10d rendezvous hosted by rank 0's pod; node ranks assigned by it
+
+
+class Launcher(_Model):
+    type: LauncherType = LauncherType.PLAIN
+    # Processes per node (torchrun's nproc-per-node, msrun's local_worker_num); unset: the
+    # phase's gpusPerNode, or 1 for a CPU phase.
+    procs_per_node: int | None = Field(default=None, ge=1, le=128)
+    rendezvous: Rendezvous = Rendezvous.STATIC
+    port: int = Field(default=29500, ge=1024, le=65535)
+
+    @model_validator(mode="after")
+    def _rendezvous_needs_torchrun(self) -> Launcher:
+        if self.rendezvous != Rendezvous.STATIC and self.type != LauncherType.TORCHRUN:
+            raise ValueError(LAUNCHER_RENDEZVOUS_MESSAGE)
+        return self
+
+    @property
+    def can_rejoin(self) -> bool:
+        """A rank restarted on its own can rejoin the others (torchrun, c10d rendezvous)."""
+        return self.type == LauncherType.TORCHRUN and self.rendezvous == Rendezvous.C10D
+
+
+LAUNCHER_RENDEZVOUS_MESSAGE = "launcher.rendezvous C10d needs launcher.type Torchrun"
 
 
 class NodeRange(_Model):
@@ -256,6 +376,7 @@ class Phase(_Model):
     gpu_types: list[GPUType] = Field(default_factory=list, max_length=3)
     gpus_per_node: int = Field(default=0, ge=0, le=MAX_GPUS_PER_NODE)
     template: WorkerTemplate = Field(default_factory=WorkerTemplate)
+    launcher: Launcher | None = None  # unset: the job's
     max_duration: Duration | None = None
     expected_duration: Duration | None = None
     completion: Completion = Field(default_factory=Completion)
@@ -309,6 +430,10 @@ class MassFailure(_Model):
 
 class FailurePolicy(_Model):
     not_ready_grace: Duration = "30s"
+    # A worker Pending this long (unschedulable, image pull errors...) is a failed start.
+    pending_grace: Duration = "10m"
+    # Failed starts retried per phase (a new generation, or the stuck ranks) before it fails.
+    pending_restarts: int = Field(default=1, ge=0, le=100)
     gpu_fault_conditions: list[
         Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$", max_length=63)]
     ] = Field(default_factory=lambda: ["GPUXidError", "GPUUnhealthy"], max_length=16)
@@ -323,14 +448,6 @@ class FailurePolicy(_Model):
     # A gang restart stops the survivors with this grace (SIGTERM, then SIGKILL); workers on
     # a dead node are deleted at once. At most 1h.
     survivor_grace_period: Duration = "30s"
-
-
-class Launcher(_Model):
-    """The launcher (only the fields restart decisions need; the full launcher settings
-    belong with the worker template)."""
-
-    type: LauncherType = LauncherType.PLAIN
-    rendezvous: Rendezvous = Rendezvous.STATIC
 
 
 class CheckpointVolume(_Model):
@@ -359,6 +476,20 @@ class CheckpointVolume(_Model):
         return self
 
 
+class AdmissionTimeoutAction(StrEnum):
+    """What a job does when it has waited ``admission.waitTimeout`` for its ``nodes.min``."""
+
+    WAIT = "Wait"  # keep its place in line, with the AdmissionTimedOut condition and an event
+    FAIL = "Fail"  # the job fails (reason AdmissionTimedOut)
+
+
+class Admission(_Model):
+    """Gang admission: how long a phase may wait for its ``nodes.min``, and what then."""
+
+    wait_timeout: Duration = "1h"
+    on_timeout: AdmissionTimeoutAction = AdmissionTimeoutAction.WAIT
+
+
 class Checkpoint(_Model):
     interval: Duration = "1h"
     path: str = Field(default="/checkpoints", min_length=1, max_length=1024, pattern=r"^/")
@@ -372,10 +503,11 @@ class Checkpoint(_Model):
 class TrainingJobSpec(_Model):
     phases: list[Phase] = Field(min_length=1, max_length=MAX_PHASES)
     template: WorkerTemplate = Field(default_factory=WorkerTemplate)
+    launcher: Launcher = Field(default_factory=Launcher)
     spares: Spares = Field(default_factory=Spares)
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    launcher: Launcher = Field(default_factory=Launcher)
+    admission: Admission = Field(default_factory=Admission)
     priority: int = Field(default=0, ge=-1000, le=1000)
 
     @model_validator(mode="after")
@@ -385,12 +517,19 @@ class TrainingJobSpec(_Model):
         if duplicates:
             raise ValueError(f"phase names must be unique; repeated: {', '.join(duplicates)}")
         for phase in self.phases:
-            if not self.worker_template(phase).image:
+            pod = self.worker_pod(phase)
+            if not pod.worker.get("image"):
                 raise ValueError(
                     f"phase {phase.name!r} has no worker image: set spec.template.image "
                     "or the phase's template.image"
                 )
-        for field in ("not_ready_grace", "gpu_fault_grace", "gpu_drop_grace"):
+            missing = sorted(c.get("name", "") for c in pod.all_containers() if not c.get("image"))
+            if missing:
+                raise ValueError(
+                    f"phase {phase.name!r}: containers {', '.join(missing)} have no image "
+                    "(in the job's template or the phase's)"
+                )
+        for field in ("not_ready_grace", "gpu_fault_grace", "gpu_drop_grace", "pending_grace"):
             value = getattr(self.failure_policy, field)
             if parse_duration(value) > 86400:
                 raise ValueError(f"failurePolicy.{to_camel(field)} must be at most 1d, got {value}")
@@ -406,15 +545,23 @@ class TrainingJobSpec(_Model):
 
     @property
     def can_rejoin(self) -> bool:
-        """A rank restarted on its own can rejoin the others (torchrun, c10d rendezvous)."""
-        return (
-            self.launcher.type == LauncherType.TORCHRUN
-            and self.launcher.rendezvous == Rendezvous.C10D
+        """A rank restarted on its own can rejoin the others in every phase: the job's
+        launcher and every phase's own launcher are torchrun with a c10d rendezvous."""
+        return self.launcher.can_rejoin and all(
+            phase.launcher is None or phase.launcher.can_rejoin for phase in self.phases
         )
 
-    def worker_template(self, phase: Phase) -> WorkerTemplate:
-        """The phase's worker template over the job's defaults."""
-        return phase.template.merged_over(self.template)
+    def worker_pod(self, phase: Phase) -> WorkerPod:
+        """The phase's template merged over the job's (pod specs as a strategic merge does)."""
+        job, own = self.template, phase.template
+        return WorkerPod(
+            labels={**(job.labels or {}), **(own.labels or {})},
+            annotations={**(job.annotations or {}), **(own.annotations or {})},
+            spec=podtemplate.merge(job.pod_spec(), own.pod_spec()),
+        )
+
+    def launcher_of(self, phase: Phase) -> Launcher:
+        return phase.launcher or self.launcher
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,6 +591,8 @@ class PhaseRecord(_Status):
     name: str
     state: PhaseState = PhaseState.PENDING
     gpu_type: str | None = None
+    gpus_per_node: int | None = None  # the GPU shape the phase started with
+    gpu_types: list[str] | None = None
     start_time: str | None = None
     end_time: str | None = None
     nodes: int = 0  # active nodes now (or at the end)
@@ -455,6 +604,7 @@ class PhaseRecord(_Status):
     busy_gpu_hours: float = 0.0  # GPUs that ran a Running worker
     cost: float = 0.0
     waiting_seconds: float = 0.0
+    pending_restarts: int = 0  # failed starts (workers stuck Pending) retried in this phase
     last_checkpoint: CheckpointRecord | None = None
     last_progress: ProgressRecord | None = None
     # When the workers met the completion rule while the final checkpoint was still due.
@@ -509,6 +659,24 @@ class Suspect(_Status):
     message: str = ""
 
 
+class HeldFailure(_Status):
+    """A failed node the breaker holds: not cordoned, not swapped, its trouble kept as seen."""
+
+    node: str
+    role: str  # active | spare
+    reason: str  # a FailureReason value
+    since: str  # when the trouble began; never restarted while held
+    message: str = ""
+
+
+class Breaker(_Status):
+    """The blast-radius breaker's memory (its state is the MassFailure condition)."""
+
+    held: list[HeldFailure] = Field(default_factory=list)
+    released_at: str | None = None  # the last release by a person
+    released_by: str | None = None  # the proceed annotation's value that released it
+
+
 class Pool(_Status):
     active: list[str] = Field(default_factory=list)
     spares: list[str] = Field(default_factory=list)
@@ -530,6 +698,26 @@ class Utilization(_Status):
     current: float = 0.0  # GPUs running a worker now / GPUs reserved now
 
 
+class BasisGPUNode(_Status):
+    """A GPU node a CPU phase holds, billed as the GPU node it is."""
+
+    gpu_type: str = ""
+    gpus: int = 0
+    active: bool = True
+
+
+class UsageBasis(_Status):
+    """The pool as the last pass left it: the next interval is charged at this."""
+
+    phase: str = ""
+    gpu_type: str = ""  # empty: CPU nodes
+    active_nodes: int = 0
+    spare_nodes: int = 0
+    running_workers: int = 0
+    gpus_per_node: int = 0
+    gpu_nodes: list[BasisGPUNode] = Field(default_factory=list)  # a CPU phase's GPU nodes
+
+
 class Accounting(_Status):
     gpu_hours: float = 0.0
     active_gpu_hours: float = 0.0
@@ -539,6 +727,8 @@ class Accounting(_Status):
     currency: str = "USD"
     estimated_remaining_cost: float = 0.0
     accounted_at: str | None = None  # the instant the figures above run up to
+    unobserved_seconds: float = 0.0  # charged while no operator watched (AccountingGap)
+    basis: UsageBasis | None = None
 
 
 class TrainingJobStatus(_Status):
@@ -571,6 +761,7 @@ class TrainingJobStatus(_Status):
     suspects: list[Suspect] = Field(default_factory=list)
     # Restarts caused by workers failing on healthy nodes: the ones restartBudget limits.
     worker_restarts: int = 0
+    breaker: Breaker = Field(default_factory=Breaker)
 
     def to_k8s(self) -> dict[str, Any]:
         """The status as the API expects it: camelCase keys, no nulls."""
@@ -612,10 +803,31 @@ def parse_spec(raw: dict[str, Any]) -> TrainingJobSpec:
 
 
 def parse_status(raw: dict[str, Any] | None) -> TrainingJobStatus:
-    """Read a status written by the operator; unknown or broken fields fall back to defaults."""
+    """Read a status written by the operator; the fields that cannot be read are left out
+    (see :func:`read_status`)."""
+    return read_status(raw)[0]
+
+
+def read_status(raw: Any) -> tuple[TrainingJobStatus, tuple[str, ...]]:
+    """The status, and the names of its top-level fields that could not be read.
+
+    A person with status access can write anything; a field that does not parse is dropped
+    from what decisions see (they fall back to what the cluster shows: pods, node labels,
+    quarantine notes) and named here, so the operator can say so and never write over it.
+    """
     if not raw:
-        return TrainingJobStatus()
-    try:
-        return TrainingJobStatus.model_validate(raw)
-    except ValueError:
-        return TrainingJobStatus()
+        return TrainingJobStatus(), ()
+    if not isinstance(raw, dict):
+        return TrainingJobStatus(), ("status",)
+    data = dict(raw)
+    dropped: set[str] = set()
+    while True:
+        try:
+            return TrainingJobStatus.model_validate(data), tuple(sorted(dropped))
+        except ValidationError as exc:
+            bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]} & data.keys()
+            if not bad:
+                return TrainingJobStatus(), tuple(sorted(raw))
+            dropped |= bad
+            for key in bad:
+                del data[key]

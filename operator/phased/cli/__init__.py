@@ -14,12 +14,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from phased.cli import plan as plan_cmd
+    from phased.cli import proceed as proceed_cmd
     from phased.cli import release as release_cmd
     from phased.cli import run as run_cmd
 
     run_cmd.register(sub)
     plan_cmd.register(sub)
     release_cmd.register(sub)
+    proceed_cmd.register(sub)
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result

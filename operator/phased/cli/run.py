@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,10 @@ async def _operate(
     await standby.start()
     await elector.acquire()
     await standby.stop()  # the leader's own health server takes the port
-    serving = asyncio.create_task(_serve(settings, kubeconfig, namespaces, report_key))
+    # Every write of the operator is fenced by the Lease: none goes out past the deadline.
+    serving = asyncio.create_task(
+        _serve(settings, kubeconfig, namespaces, report_key, elector.may_act)
+    )
     keeping = asyncio.create_task(elector.keep())
     done, _ = await asyncio.wait({serving, keeping}, return_when=asyncio.FIRST_COMPLETED)
     if keeping in done:
@@ -179,8 +183,19 @@ async def _operate(
     serving.result()
 
 
+def _own_pod() -> tuple[str, str] | None:
+    """The operator's own pod (namespace, name), from the downward API (the chart sets
+    POD_NAMESPACE and POD_NAME): it is never displaced from a node."""
+    namespace, name = os.environ.get("POD_NAMESPACE", ""), os.environ.get("POD_NAME", "")
+    return (namespace, name) if namespace and name else None
+
+
 async def _serve(
-    settings: Settings, kubeconfig: str | None, namespaces: list[str], report_key: bytes | None
+    settings: Settings,
+    kubeconfig: str | None,
+    namespaces: list[str],
+    report_key: bytes | None,
+    fence: Callable[[], bool] | None = None,
 ) -> None:
     import kopf
     from prometheus_client import CollectorRegistry, start_http_server
@@ -198,8 +213,10 @@ async def _serve(
         registry = CollectorRegistry()
         metrics = Metrics.create(registry)
         start_http_server(settings.metrics_port, registry=registry)
-        kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error)
-        reconciler = Reconciler(kube, settings, metrics, report_key=report_key)
+        kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error, fence=fence)
+        reconciler = Reconciler(
+            kube, settings, metrics, report_key=report_key, operator_pod=_own_pod()
+        )
         health = HealthServer(reconciler, settings.health_port)
         await health.start()
         state.update(kube=kube, health=health, reconciler=reconciler)

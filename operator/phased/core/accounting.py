@@ -1,13 +1,16 @@
 """GPU-hours, cost, utilization and interruption time: the numbers a finance team sees.
 
 Accounting runs on every decide, over the interval from ``status.accounting.accounted_at``
-to ``now``, with the pool as observed at the start of the call (the first call only sets
-``accounted_at``). Per interval:
+to ``now``, at the pool that held during it: ``status.accounting.basis``, what the previous
+call left (the first call only sets ``accounted_at``; see :func:`phased.core.decide._account`).
+Per interval:
 
 * active GPU-hours = active nodes x gpusPerNode x hours; spare GPU-hours likewise;
 * busy GPU-hours = Running workers x gpusPerNode x hours;
 * cost = (active + spare) GPU-hours x the type's price per GPU-hour; a CPU phase costs
-  node-hours x ``cpu.pricePerNodeHour`` and adds no GPU-hours.
+  node-hours x ``cpu.pricePerNodeHour`` and adds no GPU-hours — except for a GPU node it
+  holds (only with ``cpu.allowGpuNodes``), which is billed as the GPU node it is: its GPUs
+  count as reserved GPU-hours (busy none) at its type's price.
 
 Utilization (percent): allocation = busy / (active + spare); active = busy / active;
 current = GPUs running a worker now / GPUs reserved now. CPU phases are not counted.
@@ -40,6 +43,15 @@ HOUR = 3600.0
 
 
 @dataclass(frozen=True)
+class GPUNode:
+    """A GPU node held by a CPU phase: billed at what it is, not at the CPU price."""
+
+    type_key: str
+    gpus: int
+    active: bool
+
+
+@dataclass(frozen=True)
 class Usage:
     """What the job held and ran, as counted for one interval."""
 
@@ -48,6 +60,7 @@ class Usage:
     running_workers: int
     gpus_per_node: int
     type_key: str  # CPU_TYPE for a CPU phase
+    gpu_nodes: tuple[GPUNode, ...] = ()  # a CPU phase's GPU nodes (counted in the nodes too)
 
 
 def _price(type_key: str, settings: Settings) -> float:
@@ -69,8 +82,11 @@ class Slice:
         hours = seconds / HOUR
         price = _price(usage.type_key, settings)
         if usage.type_key == CPU_TYPE:
-            node_hours = (usage.active_nodes + usage.spare_nodes) * hours
-            return cls(0.0, 0.0, 0.0, node_hours * price)
+            cpu_nodes = usage.active_nodes + usage.spare_nodes - len(usage.gpu_nodes)
+            active = sum(g.gpus * hours for g in usage.gpu_nodes if g.active)
+            spare = sum(g.gpus * hours for g in usage.gpu_nodes if not g.active)
+            gpu_cost = sum(g.gpus * hours * _price(g.type_key, settings) for g in usage.gpu_nodes)
+            return cls(active, spare, 0.0, max(0, cpu_nodes) * hours * price + gpu_cost)
         gpus = usage.gpus_per_node * hours
         active = usage.active_nodes * gpus
         spare = usage.spare_nodes * gpus

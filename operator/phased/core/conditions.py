@@ -19,11 +19,14 @@ from phased.core.times import format_time
 class ConditionType(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     CAPACITY_SHORT = "CapacityShort"
+    ADMISSION_TIMED_OUT = "AdmissionTimedOut"
+    WORKERS_PENDING = "WorkersPending"
     MASS_FAILURE = "MassFailure"
     SPARES_EXHAUSTED = "SparesExhausted"
     INTERRUPTION_BUDGET_EXCEEDED = "InterruptionBudgetExceeded"
     CHECKPOINT_STALE = "CheckpointStale"
     FAILED = "Failed"
+    STATUS_UNREADABLE = "StatusUnreadable"
 
 
 @dataclass(frozen=True)

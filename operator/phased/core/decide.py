@@ -4,9 +4,10 @@ Order of one call for a valid, live job: account the interval since the last cal
 ledger entries from quarantine notes; fold the workers' checkpoint reports into the status;
 find the position (phase, generation) from status and pods; ensure the checkpoint claim and
 report Secret; time-out and completion checks (possibly advancing several phases, each
-after its final checkpoint when workers report); failure detection and quarantine; keep the
-running generation whole (promote, restart); take healed nodes back; size the pool and start
-the next generation; checkpoint staleness; then resumption, interruption, conditions,
+after its final checkpoint when workers report); failure detection and quarantine (or the
+breaker's hold); keep the running generation whole (promote, restart); answer workers stuck
+Pending; take healed nodes back; size the pool and start the next generation; clear guests
+from the job's nodes; checkpoint staleness; then resumption, interruption, conditions,
 summary (see :mod:`phased.core.checkpoints`).
 
 Deletion (``job.deleting``): every worker is deleted explicitly (owner references would
@@ -25,11 +26,31 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from phased.api.v1alpha1 import JobState, NodeRole, PhaseState, TrainingJobStatus
+from phased.api.durations import format_duration, parse_duration
+from phased.api.v1alpha1 import (
+    BasisGPUNode,
+    JobState,
+    NodeRole,
+    PhaseState,
+    TrainingJobStatus,
+    UsageBasis,
+)
 from phased.core import accounting, checkpoints
 from phased.core.conditions import ConditionType, set_condition
 from phased.core.draft import WARNING, Draft
-from phased.core.model import CreatePod, DeletePod, EmitEvent, Plan, PodPhase, ReleaseNode, Snapshot
+from phased.core.edits import edit_problems
+from phased.core.guests import clear_guests
+from phased.core.model import (
+    CreatePod,
+    DeletePod,
+    EmitEvent,
+    Plan,
+    PodInfo,
+    PodPhase,
+    ReleaseNode,
+    Snapshot,
+)
+from phased.core.ownership import holds
 from phased.core.phases import (
     TERMINAL,
     advance,
@@ -42,10 +63,11 @@ from phased.core.phases import (
     timed_out,
     world_of,
 )
-from phased.core.pools import CPU_TYPE
+from phased.core.pools import CPU_TYPE, gpu_kind
 from phased.core.recovery import handle_failures, recover_ledger, return_healed, tend_generation
 from phased.core.settings import Settings
-from phased.core.sizing import phase_type, size_and_start
+from phased.core.sizing import phase_type, release_misfits, size_and_start
+from phased.core.starts import tend_starts
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.validate import spec_problems
 
@@ -60,13 +82,16 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     ``Plan.actions`` in order through the kube layer and then writes ``Plan.status`` once.
     """
     if snapshot.job.deleting:
-        return _deleting(snapshot, now)
+        return _deleting(snapshot, settings)
     spec = snapshot.spec
     if spec is None:
         return _invalid(snapshot, snapshot.spec_error or "the spec could not be read", now)
     problems = spec_problems(spec, settings)
     if problems:
         return _invalid(snapshot, "; ".join(problems), now)
+    refused = edit_problems(spec, snapshot.status, snapshot.pods)
+    if refused:
+        return _invalid(snapshot, "; ".join(refused), now, keep_finished=True)
     draft = Draft.for_snapshot(snapshot, spec, settings, now)
     _start(draft)
     recover_ledger(draft)
@@ -91,12 +116,17 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         if draft.status.state in TERMINAL:
             return _finish(draft, finished=settle(draft))
     type_key = phase_type(draft)
+    if not live(generation_pods(draft)):
+        release_misfits(draft, type_key)
     handle_failures(draft, type_key)
     tend_generation(draft)
+    if draft.status.state not in TERMINAL:
+        tend_starts(draft)
     if draft.status.state in TERMINAL:
         return _finish(draft, finished=settle(draft))
     return_healed(draft, type_key)
     size_and_start(draft, type_key)
+    clear_guests(draft)
     checkpoints.check_staleness(draft)
     return _finish(draft)
 
@@ -104,33 +134,60 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
 def _start(draft: Draft) -> None:
     if draft.status.start_time is None:
         draft.set(start_time=format_time(draft.now))
+    _unreadable(draft)
     draft.condition(ConditionType.INVALID_SPEC, False, "Valid", "")
     if draft.status.state == JobState.INVALID:
         draft.set(state=JobState.PENDING, message="")
 
 
+def _unreadable(draft: Draft) -> None:
+    """Status fields that do not parse are said, and left alone (never written over)."""
+    fields = draft.snap.unreadable_status
+    draft.condition(
+        ConditionType.STATUS_UNREADABLE,
+        bool(fields),
+        "FieldsUnreadable" if fields else "Readable",
+        (
+            f"status field(s) {', '.join(fields)} could not be read; Phased decides from what "
+            "the cluster shows and leaves them as they are: correct or remove them "
+            "(kubectl edit --subresource=status)"
+            if fields
+            else ""
+        ),
+        WARNING,
+    )
+
+
 def _account(draft: Draft) -> None:
-    """Charge the interval since ``accounted_at`` to the current phase and the job."""
+    """Charge the interval since ``accounted_at`` at the pool that held during it.
+
+    That pool is ``accounting.basis``: what the previous call left (its roles and Running
+    workers after its actions), charged to the phase it served. Statuses written before the
+    basis existed fall back to the pool observed now. An interval longer than
+    :func:`_unobserved_after` had no operator watching: it is charged all the same (the
+    nodes were held), added to ``unobservedSeconds`` and named by an ``AccountingGap`` event.
+    """
     acc = draft.status.accounting
     last = parse_time(acc.accounted_at)
     seconds = seconds_between(last, draft.now)
-    type_key = draft.record.gpu_type or (
-        CPU_TYPE if draft.phase.is_cpu_only else draft.phase.gpu_types[0].value
-    )
-    running = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
-    usage = accounting.Usage(
-        active_nodes=len(draft.held(NodeRole.ACTIVE)),
-        spare_nodes=len(draft.held(NodeRole.SPARE)),
-        running_workers=len(running),
-        gpus_per_node=draft.phase.gpus_per_node,
-        type_key=type_key,
-    )
+    observed = _usage(draft, _running(draft))
+    basis = _from_basis(draft) or (draft.index, observed)
+    index, usage = basis
     part = accounting.Slice.of(usage, seconds, draft.settings)
     if last is not None:
-        record = accounting.add_to_phase(draft.record, part)
+        record = accounting.add_to_phase(draft.records[index], part)
         if draft.status.state == JobState.WAITING:
             record = record.model_copy(update={"waiting_seconds": record.waiting_seconds + seconds})
-        draft.records[draft.index] = record
+        draft.records[index] = record
+        if seconds > _unobserved_after(draft):
+            acc = acc.model_copy(update={"unobserved_seconds": acc.unobserved_seconds + seconds})
+            draft.event(
+                WARNING,
+                "AccountingGap",
+                f"no operator watched this job for {format_duration(seconds)} "
+                f"(since {format_time(last)}); the interval is charged at the pool it held "
+                f"before: {usage.active_nodes} active, {usage.spare_nodes} spare nodes",
+            )
     acc = accounting.add_to_job(
         acc,
         part if last is not None else _ZERO,
@@ -145,11 +202,86 @@ def _account(draft: Draft) -> None:
             )
         }
     )
-    util = accounting.utilization(acc, usage)
+    util = accounting.utilization(acc, observed)
     draft.set(accounting=acc, utilization=util, utilization_percent=util.allocation)
 
 
+def _unobserved_after(draft: Draft) -> float:
+    """Passes run at least every resync interval; three of them missed is a gap."""
+    return 3.0 * float(parse_duration(draft.settings.resync_interval))
+
+
+def _type_key(draft: Draft) -> str:
+    return draft.record.gpu_type or (
+        CPU_TYPE if draft.phase.is_cpu_only else draft.phase.gpu_types[0].value
+    )
+
+
+def _running(draft: Draft) -> list[PodInfo]:
+    return [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
+
+
+def _usage(draft: Draft, running: list[PodInfo]) -> accounting.Usage:
+    return accounting.Usage(
+        active_nodes=len(draft.held(NodeRole.ACTIVE)),
+        spare_nodes=len(draft.held(NodeRole.SPARE)),
+        running_workers=len(running),
+        gpus_per_node=draft.phase.gpus_per_node,
+        type_key=_type_key(draft),
+        gpu_nodes=_gpu_nodes(draft) if _type_key(draft) == CPU_TYPE else (),
+    )
+
+
+def _from_basis(draft: Draft) -> tuple[int, accounting.Usage] | None:
+    """The phase index (in the current spec) and the usage the stored basis describes."""
+    basis = draft.status.accounting.basis
+    names = [p.name for p in draft.spec.phases]
+    if basis is None or basis.phase not in names:
+        return None
+    usage = accounting.Usage(
+        active_nodes=basis.active_nodes,
+        spare_nodes=basis.spare_nodes,
+        running_workers=basis.running_workers,
+        gpus_per_node=basis.gpus_per_node,
+        type_key=basis.gpu_type,
+        gpu_nodes=tuple(accounting.GPUNode(g.gpu_type, g.gpus, g.active) for g in basis.gpu_nodes),
+    )
+    return names.index(basis.phase), usage
+
+
+def _record_basis(draft: Draft) -> None:
+    """Store the pool this call leaves behind: the next interval is charged at it."""
+    deleted = draft.deleted_pods()
+    running = [p for p in _running(draft) if p.name not in deleted]
+    usage = _usage(draft, running)
+    basis = UsageBasis(
+        phase=draft.phase.name,
+        gpu_type=usage.type_key,
+        active_nodes=usage.active_nodes,
+        spare_nodes=usage.spare_nodes,
+        running_workers=usage.running_workers,
+        gpus_per_node=usage.gpus_per_node,
+        gpu_nodes=[
+            BasisGPUNode(gpu_type=g.type_key, gpus=g.gpus, active=g.active) for g in usage.gpu_nodes
+        ],
+    )
+    acc = draft.status.accounting.model_copy(update={"basis": basis})
+    draft.set(accounting=acc)
+
+
 _ZERO = accounting.Slice(0.0, 0.0, 0.0, 0.0)
+
+
+def _gpu_nodes(draft: Draft) -> tuple[accounting.GPUNode, ...]:
+    """The GPU nodes a CPU phase holds (only with ``cpu.allowGpuNodes``, or for the instant
+    before a boundary releases them): billed as GPU nodes."""
+    found: list[accounting.GPUNode] = []
+    for role in (NodeRole.ACTIVE, NodeRole.SPARE):
+        for node in draft.held(role):
+            kind = gpu_kind(node, draft.settings)
+            if kind is not None:
+                found.append(accounting.GPUNode(kind[0], kind[1], role == NodeRole.ACTIVE))
+    return tuple(found)
 
 
 def _mark_resumed(draft: Draft) -> None:
@@ -176,7 +308,7 @@ def _mark_resumed(draft: Draft) -> None:
     if touched or world == 0 or not all(r in running for r in range(world)):
         return
     for i, entry in enumerate(draft.ledger):
-        if entry.resumed is None and entry.cordoned is not None:
+        if entry.resumed is None:
             start = parse_time(entry.detected) or draft.now
             draft.ledger[i] = entry.model_copy(
                 update={
@@ -224,7 +356,10 @@ def _state(draft: Draft) -> JobState:
     if any(e.resumed is None for e in draft.ledger) or draft.breaker_nodes:
         return JobState.RECOVERING
     created = any(_is_pod_action(a) for a in draft.actions)
-    if live(generation_pods(draft)) or created:
+    pods = live(generation_pods(draft))
+    if any(p.phase == PodPhase.PENDING for p in pods) and not created:
+        return JobState.PENDING  # workers not started yet (WorkersPending says if stuck)
+    if pods or created:
         return JobState.RUNNING
     return JobState.PENDING
 
@@ -234,6 +369,7 @@ def _finish(draft: Draft, finished: bool = False) -> Plan:
         _mark_resumed(draft)
     elif checkpoints.reporting(draft) and draft.is_true(ConditionType.CHECKPOINT_STALE):
         draft.condition(ConditionType.CHECKPOINT_STALE, False, "JobFinished", "")
+    _record_basis(draft)
     _interruption(draft)
     state = _state(draft)
     active = draft.held(NodeRole.ACTIVE)
@@ -278,15 +414,26 @@ def _message(draft: Draft, state: JobState) -> str:
         return f"phase {phase}: workers done, waiting for their final checkpoint"
     if state == JobState.RUNNING:
         return f"phase {phase} running on {draft.status.world_size} nodes"
+    pods = live(generation_pods(draft))
+    waiting = sum(1 for p in pods if p.phase == PodPhase.PENDING)
+    if waiting:
+        return f"phase {phase}: {waiting} of {len(pods)} workers not started yet"
     return f"phase {phase}: preparing the pool"
 
 
 # --- jobs that are not running --------------------------------------------------------------
 
 
-def _invalid(snapshot: Snapshot, error: str, now: datetime) -> Plan:
-    """Invalid spec: say so (condition, one event), touch nothing else."""
+def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool = False) -> Plan:
+    """Invalid spec: say so (condition, one event), touch nothing else.
+
+    Nothing else means nothing: running workers keep running, held nodes stay held, the
+    position (phase, index, generation) and the history are kept as they were, so putting
+    the spec back lets the job carry on where it was. A finished job stays Succeeded or
+    Failed (the condition still says what is wrong with the edit).
+    """
     status = snapshot.status
+    state = status.state if keep_finished and status.state in TERMINAL else JobState.INVALID
     change = set_condition(
         status.conditions,
         ConditionType.INVALID_SPEC,
@@ -299,7 +446,7 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime) -> Plan:
     actions = (EmitEvent(WARNING, "InvalidSpec", error),) if change.flipped else ()
     new = status.model_copy(
         update={
-            "state": JobState.INVALID,
+            "state": state,
             "message": error,
             "conditions": list(change.conditions),
             "observed_generation": snapshot.job.generation,
@@ -308,9 +455,8 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime) -> Plan:
     return Plan(actions=actions, status=new)
 
 
-def _deleting(snapshot: Snapshot, now: datetime) -> Plan:
+def _deleting(snapshot: Snapshot, settings: Settings) -> Plan:
     """Delete the workers, release active and spare nodes; quarantined nodes stay."""
-    del now  # deletion needs no clock; kept for a uniform signature
     actions: list[DeletePod | ReleaseNode] = []
     running = [p for p in snapshot.pods if not p.deleting]
     for pod in running:
@@ -320,7 +466,8 @@ def _deleting(snapshot: Snapshot, now: datetime) -> Plan:
     held = [
         n
         for n in snapshot.nodes
-        if n.owner_uid == snapshot.job.uid and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
+        if holds(n, snapshot.job.uid, settings.installation)
+        and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
     ]
     actions.extend(ReleaseNode(n.name) for n in held)
     status: TrainingJobStatus = snapshot.status.model_copy(

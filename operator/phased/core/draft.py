@@ -30,6 +30,8 @@ from phased.core.model import (
     PodInfo,
     Snapshot,
 )
+from phased.core.occupancy import blocking
+from phased.core.ownership import holds
 from phased.core.podlabels import trusted
 from phased.core.settings import Settings
 
@@ -56,6 +58,9 @@ class Draft:
     breaker_nodes: set[str] = field(default_factory=set)  # failed, but held by the breaker
     suspect_nodes: set[str] = field(default_factory=set)
     awaiting_final: bool = False  # the phase's workers are done; its final checkpoint is due
+    # Nodes not held by the job on which others' pods run (seen in snap.node_pods): never
+    # claimed. Node name -> the pods, "namespace/name", for the event.
+    occupied: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def for_snapshot(
@@ -69,10 +74,16 @@ class Draft:
             status = status.model_copy(update={"phase_index": index})
         by_name = {r.name: r for r in status.phases}
         records = [by_name.get(p.name) or PhaseRecord(name=p.name) for p in spec.phases]
+        running = (status.phase or "", status.world_size)
         roles: dict[str, NodeRole] = {}
         for node in snap.nodes:
-            if node.owner_uid == snap.job.uid and node.role is not None:
+            if holds(node, snap.job.uid, settings.installation) and node.role is not None:
                 roles[node.name] = node.role
+        occupied = {
+            name: [p.key for p in busy]
+            for name, pods in snap.node_pods.items()
+            if name not in roles and (busy := blocking(pods, settings))
+        }
         return cls(
             snap=snap,
             spec=spec,
@@ -84,7 +95,8 @@ class Draft:
             conditions=tuple(status.conditions),
             nodes={n.name: n for n in snap.nodes},
             roles=roles,
-            pods=tuple(p for p in snap.pods if trusted(spec, p)),
+            pods=tuple(p for p in snap.pods if trusted(spec, p, running)),
+            occupied=occupied,
         )
 
     # --- status -----------------------------------------------------------------------------

@@ -13,11 +13,23 @@ Only nodes the job holds as active or spare are examined. A node has failed when
 Until a grace runs out the node is a *suspect*, and decide asks to be called again exactly
 when it would run out.
 
-The breaker: when the failures detected inside ``massFailure.window`` (ledger entries plus
-the new ones) exceed ``maxFailedPercent`` of the pool (active + spares), the new ones are
-left alone — no cordon, no pod deletion, no swap — and ``MassFailure`` is set: so many nodes
-at once means the network or the power, and a person should look. One failure is always
-answered, however small the pool.
+The breaker: when the failures found in one pass (none answered yet), plus the pool nodes
+in trouble but still within their grace (a rack going dark is one event even when its
+nodes' graces run out a second apart), plus those answered inside ``massFailure.window``
+since the last release by a person, exceed ``maxFailedPercent``
+of the pool (active + spares), it *trips*: none of them is answered — no cordon, no pod
+deletion, no swap — ``MassFailure`` is set and one Warning event says so, since so many
+nodes at once means the network or the power, and a person should look. One failure is
+always answered, however small the pool.
+
+Once tripped it *holds* every failure found, old and new, whatever the window says, with
+their first-seen times kept in ``status.breaker.held`` (never restarted while held). It lets
+go in exactly two ways, each with one event: every held node recovered (``MassFailureCleared``,
+nothing is quarantined), or a person set the TrainingJob annotation
+``phased.dev/proceed-after-mass-failure`` to a time at or after the trip (``phased proceed``
+writes it; ``MassFailureReleased``): then the failures still there are answered as usual, and
+the breaker is armed again at once for new failures, counting only those answered after the
+release.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import FailurePolicy, FailureReason, FailureRecord, NodeRole, Suspect
@@ -174,40 +187,95 @@ def detect(
     return Detection(tuple(failures), tuple(suspects), min(wake) if wake else None)
 
 
+class BreakerMove(StrEnum):
+    """What the breaker does with the failures of one pass."""
+
+    ANSWER = "Answer"  # not tripped, and these failures do not trip it: answer them
+    TRIP = "Trip"  # too many at once: hold them all (MassFailure, one Warning event)
+    HOLD = "Hold"  # tripped before and failures remain: keep holding, no event
+    CLEAR = "Clear"  # tripped before and every held node recovered (one Normal event)
+    RELEASE = "Release"  # a person said proceed: answer what is held (one Normal event)
+
+
 @dataclass(frozen=True)
-class Breaker:
-    tripped: bool
-    count: int  # failures inside the window, the new ones included
+class BreakerVerdict:
+    move: BreakerMove
+    count: int  # failures counted: unanswered ones now, plus answered ones inside the window
     pool_size: int
-    percent: float
-    wake_in: float | None  # when the window no longer holds the oldest counted failure
+    allowed: int
 
     @property
-    def message(self) -> str:
-        return (
-            f"{self.count} of {self.pool_size} pool nodes failed within the window "
-            f"({self.percent:.0f}%): automatic remediation paused"
-        )
+    def percent(self) -> float:
+        return 100.0 * self.count / self.pool_size if self.pool_size else 100.0
+
+    @property
+    def answers(self) -> bool:
+        return self.move in (BreakerMove.ANSWER, BreakerMove.RELEASE)
+
+    @property
+    def holds(self) -> bool:
+        return self.move in (BreakerMove.TRIP, BreakerMove.HOLD)
 
 
-def breaker(
+def proceed_time(value: str | None) -> datetime | None:
+    """The instant a proceed annotation approves (an RFC 3339 time), or ``None``."""
+    return parse_time(value.strip()) if value else None
+
+
+def judge_breaker(
+    *,
+    tripped: bool,
+    tripped_at: datetime | None,
+    failures: Sequence[Failure],
+    troubled: int,
     ledger: Sequence[FailureRecord],
-    new: Sequence[Failure],
     pool_size: int,
     policy: FailurePolicy,
+    proceed: str | None,
+    released_at: datetime | None,
+    released_by: str | None,
     now: datetime,
-) -> Breaker:
-    """Whether the new failures must be left alone (see the module docstring)."""
+) -> BreakerVerdict:
+    """The breaker's move for this pass (see the module docstring).
+
+    Not tripped: it trips when the failures found now (none answered yet), plus the
+    ``troubled`` nodes still within their grace, plus the failures answered inside the
+    window — those detected inside it and cordoned after the last release by a person —
+    exceed ``maxFailedPercent`` of the pool (at least one is always
+    allowed). Tripped: it holds until no held node is failed any more (``CLEAR``) or a
+    person approves (``RELEASE``) with a proceed time at or after the trip, not the value
+    that released it last time; the window plays no part once it holds.
+    """
     window = parse_duration(policy.mass_failure.window)
     start = shifted(now, -window)
-    times = [t for t in (parse_time(r.detected) for r in ledger) if t is not None and t >= start]
-    times += [f.detected for f in new if f.detected >= start]
-    count = len(times)
     allowed = max(1, math.floor(pool_size * policy.mass_failure.max_failed_percent / 100))
-    percent = 100.0 * count / pool_size if pool_size else 100.0
-    tripped = bool(new) and count > allowed
-    wake = (shifted(min(times), window) - now).total_seconds() if tripped else None
-    return Breaker(tripped, count, pool_size, percent, wake)
+    answered = 0
+    for record in ledger:
+        detected = parse_time(record.detected)
+        cordoned = parse_time(record.cordoned) or detected
+        if detected is None or detected < start:
+            continue
+        if released_at is not None and cordoned is not None and cordoned <= released_at:
+            continue
+        answered += 1
+    count = len(failures) + (0 if tripped else troubled + answered)
+    if tripped:
+        approved = proceed_time(proceed)
+        if not failures:
+            move = BreakerMove.CLEAR
+        elif (
+            approved is not None
+            and (tripped_at is None or approved >= tripped_at)
+            and proceed != released_by
+        ):
+            move = BreakerMove.RELEASE
+        else:
+            move = BreakerMove.HOLD
+    elif failures and count > allowed:
+        move = BreakerMove.TRIP
+    else:
+        move = BreakerMove.ANSWER
+    return BreakerVerdict(move, count, pool_size, allowed)
 
 
 def choose_spare(

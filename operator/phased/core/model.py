@@ -69,6 +69,10 @@ class NodeInfo:
         return self.labels.get(labels.LABEL_JOB_UID)
 
     @property
+    def installation(self) -> str | None:
+        return self.labels.get(labels.LABEL_INSTALLATION)
+
+    @property
     def role(self) -> NodeRole | None:
         value = self.labels.get(labels.LABEL_ROLE)
         try:
@@ -108,6 +112,10 @@ class PodInfo:
     started: datetime | None = None  # status.startTime
     exit_code: int | None = None
     reason: str = ""
+    # Why a Pending pod does not run: a container's waiting reason (ErrImagePull,
+    # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
+    waiting_reason: str = ""
+    waiting_message: str = ""
 
     @property
     def phase_name(self) -> str:
@@ -126,6 +134,32 @@ class PodInfo:
             return int(self.labels.get(labels.LABEL_GENERATION, "0"))
         except ValueError:
             return 0
+
+
+@dataclass(frozen=True)
+class NodePod:
+    """Any pod bound to a node, as far as deciding who may have the node needs it.
+
+    Built by the kube layer from a LIST of the node's pods: ``daemon`` (a DaemonSet owns
+    it), ``mirror`` (a static pod the kubelet runs from a file) and ``operator`` (it is the
+    operator's own pod, from the downward API) are read there, once.
+    """
+
+    namespace: str
+    name: str
+    node: str
+    created: datetime | None = None
+    priority_class: str = ""
+    daemon: bool = False
+    mirror: bool = False
+    operator: bool = False
+    terminal: bool = False  # Succeeded or Failed: holds nothing any more
+    deleting: bool = False  # metadata.deletionTimestamp is set: on its way out
+    job_uid: str = ""  # the phased.dev/job-uid label of a Phased worker
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -165,6 +199,13 @@ class Snapshot:
     report_token: str | None = None  # the job's report token; None: the operator has no key
     report_secret_exists: bool = False  # the token's Secret was ensured by this operator
     claim_exists: bool = False  # the checkpoint claim was ensured by this operator
+    # Top-level status fields that could not be read: left out of ``status``, never written.
+    unreadable_status: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
+    # Pods on the nodes the reconciler looked at: claim candidates it checked (and found
+    # occupied) and the job's nodes whose guests are being cleared. A node absent here was
+    # not looked at, not found empty.
+    node_pods: Mapping[str, tuple[NodePod, ...]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,10 +224,15 @@ class ClaimNode:
 
 @dataclass(frozen=True)
 class SetNodeRole:
-    """Change the role of a node the job already holds (e.g. promote a spare)."""
+    """Change the role of a node the job already holds (e.g. promote a spare).
+
+    ``replaces``: the failed node this promotion answers, written on the node with ``at``
+    (``ANNOTATION_REPLACES``) and cleared by any other role change."""
 
     node: str
     role: NodeRole
+    replaces: str | None = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +288,25 @@ class EnsureClaim:
 
 
 @dataclass(frozen=True)
+class EvictPod:
+    """Ask a guest to leave a node that became active: the Eviction API (its
+    PodDisruptionBudget may refuse), or, with ``delete``, a plain delete with its own grace
+    period once the eviction deadline has passed."""
+
+    namespace: str
+    name: str
+    node: str
+    delete: bool = False
+
+
+@dataclass(frozen=True)
+class FinishClearing:
+    """No guest is left on the node: drop its ``ANNOTATION_CLEARING``."""
+
+    node: str
+
+
+@dataclass(frozen=True)
 class EnsureService:
     manifest: Mapping[str, Any]
 
@@ -261,6 +326,8 @@ Action = (
     | UnquarantineNode
     | CreatePod
     | DeletePod
+    | EvictPod
+    | FinishClearing
     | EnsureService
     | EnsureSecret
     | EnsureClaim

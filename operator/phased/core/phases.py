@@ -21,7 +21,7 @@ from phased.core import labels
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.model import DeletePod, PodInfo, PodPhase, ReleaseNode
-from phased.core.podlabels import label_int
+from phased.core.podlabels import MAX_GENERATION, label_int
 from phased.core.times import format_time, parse_time, shifted
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED})
@@ -55,6 +55,44 @@ def derive_position(draft: Draft) -> None:
                 update={"state": PhaseState.SUCCEEDED, "end_time": format_time(draft.now)}
             )
     draft.set(phase_index=index, phase=names[index], restart_generation=generation)
+    _restart_counts(draft)
+
+
+def _restart_counts(draft: Draft) -> None:
+    """The restart counts are at least what the newest workers were made with: a status
+    write lost after a restart neither forgets it nor gives its budget back."""
+    restarts, worker = draft.status.restarts, draft.status.worker_restarts
+    for pod in draft.pods:
+        restarts = max(restarts, _bounded(label_int(pod, labels.LABEL_RESTARTS)))
+        worker = max(worker, _bounded(label_int(pod, labels.LABEL_WORKER_RESTARTS)))
+    draft.set(restarts=restarts, worker_restarts=worker)
+
+
+def _bounded(value: int | None) -> int:
+    return value if value is not None and 0 <= value <= MAX_GENERATION else 0
+
+
+def next_generation(draft: Draft) -> int:
+    """The generation new workers of the phase get: never one whose workers were made
+    before (a lost status write after a gang restart must not start the old one again)."""
+    used = [p.generation for p in draft.phase_pods()]
+    gen = draft.status.restart_generation
+    return max(gen, max(used) + 1) if gen in used else gen
+
+
+def latest_attempts(pods: list[PodInfo]) -> list[PodInfo]:
+    """Per rank, the newest attempt: a failed worker that was replaced is the record of a
+    restart, no longer a worker."""
+    newest: dict[int | None, PodInfo] = {}
+    for pod in pods:
+        best = newest.get(pod.rank)
+        if best is None or _attempt(pod) > _attempt(best):
+            newest[pod.rank] = pod
+    return [p for p in pods if p.rank is None or newest[p.rank] is p]
+
+
+def _attempt(pod: PodInfo) -> int:
+    return label_int(pod, labels.LABEL_ATTEMPT) or 0
 
 
 def live(pods: list[PodInfo]) -> list[PodInfo]:

@@ -9,7 +9,7 @@ list unless it is bounded by the spec first.
 
 from __future__ import annotations
 
-from phased.api.v1alpha1 import TrainingJobSpec
+from phased.api.v1alpha1 import MAX_NODES, TrainingJobSpec
 from phased.core import labels
 from phased.core.model import PodInfo
 
@@ -27,7 +27,7 @@ def label_int(pod: PodInfo, key: str) -> int | None:
         return None
 
 
-def trusted(spec: TrainingJobSpec, pod: PodInfo) -> bool:
+def trusted(spec: TrainingJobSpec, pod: PodInfo, running: tuple[str, int] = ("", 0)) -> bool:
     """Whether ``pod``'s labels are numbers Phased could have written for its phase.
 
     A rank outside ``[0, nodes.max)``, a negative or absurd generation or attempt: the pod
@@ -35,9 +35,16 @@ def trusted(spec: TrainingJobSpec, pod: PodInfo) -> bool:
     job still stops it). Labels that do not parse at all are read as before (no rank;
     generation and attempt 0). A world-size label beyond ``nodes.max`` leaves the pod a
     worker; :func:`phased.core.phases.world_of` ignores the label.
+
+    ``running`` is the current phase and the world size its generation was started with
+    (``status.worldSize``): ranks below it were written by Phased even when ``nodes.max``
+    has since been lowered, so those workers stay visible and are restarted at the new size,
+    never left running unseen.
     """
     phase = next((p for p in spec.phases if p.name == pod.phase_name), None)
     limit = phase.nodes.max if phase is not None else max(p.nodes.max for p in spec.phases)
+    if phase is not None and pod.phase_name == running[0]:
+        limit = max(limit, min(running[1], MAX_NODES))
     rank = label_int(pod, labels.LABEL_RANK)
     generation = label_int(pod, labels.LABEL_GENERATION)
     attempt = label_int(pod, labels.LABEL_ATTEMPT)

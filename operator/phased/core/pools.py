@@ -1,16 +1,26 @@
 """Which nodes a phase may use, which to claim, keep and release, and who goes first.
 
-Ownership lives on the Nodes (see :mod:`phased.core.labels`). A node is **free** when it
-carries no job label, is schedulable and Ready, is not quarantined, and has no NoSchedule or
-NoExecute taint other than ``TAINT_SPARE``. A free node **matches** a phase when it carries
-every label of the phase's GPU type (from the settings) and allocates at least
-``gpusPerNode`` of the type's resource; a CPU phase wants the ``cpu.node_labels`` and no GPU
-resource at all. Phased never acts on a node that is neither free nor its own.
+Ownership lives on the Nodes (see :mod:`phased.core.ownership`). A node is **free** when it
+carries no Phased mark at all (no ``phased.dev/`` ownership label, annotation or taint,
+whoever wrote it), is schedulable and Ready, and has no NoSchedule or NoExecute taint; and
+it is claimable when also no pod of others runs on it (:mod:`phased.core.occupancy`). A free
+node **matches** a phase when it carries every label of the phase's GPU type (from the
+settings) and allocates at least ``gpusPerNode`` of the type's resource; a CPU phase wants a
+**CPU node**: one carrying the ``cpu.node_labels`` that is not a GPU node (capacity of a
+configured GPU resource, or every label of a configured GPU type), unless
+``cpu.allowGpuNodes`` is set. A node the job holds **fits** a phase when its labels are the
+phase's type (a CPU node for a CPU phase) and its GPU *capacity* reaches ``gpusPerNode``: a
+node that could never serve the phase is released when the phase's pool is formed, never
+taken for a failure. Phased never acts on a node that is neither free nor its own.
 
-Fairness: free nodes of a type go to the first waiting job in line for that type: higher
-``spec.priority`` first, then the older job, then the smaller UID. A job that is below its
-phase's ``nodes.min`` and not first in line gives back what it holds for the phase, so two
-half-claimed jobs can never block each other.
+Gang admission and fairness: a phase whose pool is being formed either reaches ``nodes.min``
+in one pass — what it holds plus the free nodes not reserved for jobs ahead of it in line —
+and claims it all at once, or holds nothing (it gives back what it held for the phase). The
+line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
+ahead that waits for the type reserves the nodes it still needs. A job whose ``nodes.min``
+exceeds every node of the type in the cluster reserves nothing (it could never start, and
+must not block those that can). Spare refills of running jobs, and a started phase re-forming
+after a failure, never wait in line.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from datetime import UTC, datetime
 from phased.api.v1alpha1 import GPUType, Phase
 from phased.core import labels
 from phased.core.model import Claimant, NodeInfo
+from phased.core.ownership import marks
 from phased.core.settings import Settings
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
@@ -43,36 +54,67 @@ def gpu_resource(type_key: str, settings: Settings) -> str | None:
 
 
 def is_free(node: NodeInfo) -> bool:
-    """Nobody holds it and it could take a worker now."""
-    if node.owner_uid or node.unschedulable or not node.ready:
+    """No Phased mark, whoever wrote it, and it could take a worker now."""
+    if marks(node) or node.unschedulable or not node.ready:
         return False
-    if node.labels.get(labels.LABEL_ROLE) == "quarantined":
+    return not any(t.effect in _BLOCKING_EFFECTS for t in node.taints)
+
+
+def _carries(node: NodeInfo, wanted: Mapping[str, str]) -> bool:
+    return all(node.labels.get(k) == v for k, v in wanted.items())
+
+
+def gpu_kind(node: NodeInfo, settings: Settings) -> tuple[str, int] | None:
+    """``node`` as a GPU node: its GPU type and GPU count (capacity, else allocatable), or
+    ``None`` for a node that is no GPU node. The type is the one whose labels it carries,
+    else the first configured type whose resource it has (so that it can be priced)."""
+    for gpu, conf in settings.gpu_types.items():
+        if _carries(node, conf.node_labels):
+            count = node.capacity.get(conf.resource, 0) or node.allocatable.get(conf.resource, 0)
+            return gpu.value, count
+    for gpu, conf in settings.gpu_types.items():
+        count = node.capacity.get(conf.resource, 0) or node.allocatable.get(conf.resource, 0)
+        if count > 0:
+            return gpu.value, count
+    return None
+
+
+def is_cpu_node(node: NodeInfo, settings: Settings) -> bool:
+    """A node a CPU phase may hold: the CPU labels, and no GPU unless the settings allow it."""
+    if not _carries(node, settings.cpu.node_labels):
         return False
-    return not any(
-        t.effect in _BLOCKING_EFFECTS and t.key != labels.TAINT_SPARE for t in node.taints
-    )
+    return settings.cpu.allow_gpu_nodes or gpu_kind(node, settings) is None
 
 
 def has_type_labels(node: NodeInfo, type_key: str, settings: Settings) -> bool:
-    """The node carries the labels of ``type_key`` (capacity not checked)."""
+    """The node is of ``type_key``: its labels (GPU capacity not checked); for a CPU phase,
+    a CPU node (:func:`is_cpu_node`)."""
     if type_key == CPU_TYPE:
-        wanted: Mapping[str, str] = settings.cpu.node_labels
-    else:
-        conf = settings.gpu_types.get(GPUType(type_key))
-        if conf is None:
-            return False
-        wanted = conf.node_labels
-    return all(node.labels.get(k) == v for k, v in wanted.items())
+        return is_cpu_node(node, settings)
+    conf = settings.gpu_types.get(GPUType(type_key))
+    return conf is not None and _carries(node, conf.node_labels)
+
+
+def fits(node: NodeInfo, type_key: str, gpus_per_node: int, settings: Settings) -> bool:
+    """A held node could serve the phase: its type, and a GPU *capacity* of ``gpus_per_node``
+    (allocatable may be lower for a while: that is a GPU drop, a failure, not a misfit)."""
+    if not has_type_labels(node, type_key, settings):
+        return False
+    resource = gpu_resource(type_key, settings)
+    if resource is None:
+        return True
+    have = node.capacity.get(resource, 0) or node.allocatable.get(resource, 0)
+    return have >= gpus_per_node
 
 
 def matches(node: NodeInfo, type_key: str, gpus_per_node: int, settings: Settings) -> bool:
     """Labels and allocatable capacity fit a phase of ``type_key`` with ``gpus_per_node``."""
     if not has_type_labels(node, type_key, settings):
         return False
-    if type_key == CPU_TYPE:
-        return all(node.allocatable.get(r, 0) == 0 for r in settings.gpu_resources())
     resource = gpu_resource(type_key, settings)
-    return resource is not None and node.allocatable.get(resource, 0) >= gpus_per_node
+    if resource is None:
+        return type_key == CPU_TYPE
+    return node.allocatable.get(resource, 0) >= gpus_per_node
 
 
 def free_matching(
@@ -152,6 +194,30 @@ def first_in_line(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> b
     """No other waiting job that wants ``type_key`` is ahead of ``me``."""
     return not any(
         c.uid != me.uid and c.wants.get(type_key, 0) > 0 and ahead_of(c, me) for c in waiting
+    )
+
+
+def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> int:
+    """Free nodes of ``type_key`` kept for the waiting jobs ahead of ``me``: what each still
+    needs to reach its ``nodes.min``. A job publishes its need only while the cluster has
+    enough nodes of the type for it, so a job that can never start reserves nothing."""
+    return sum(
+        c.wants.get(type_key, 0)
+        for c in waiting
+        if c.uid != me.uid and c.wants.get(type_key, 0) > 0 and ahead_of(c, me)
+    )
+
+
+def type_total(
+    nodes: Iterable[NodeInfo], type_key: str, gpus_per_node: int, settings: Settings
+) -> int:
+    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones excepted:
+    the most a phase of this type could ever be given as the cluster stands."""
+    return sum(
+        1
+        for n in nodes
+        if n.labels.get(labels.LABEL_ROLE) != "quarantined"
+        and matches(n, type_key, gpus_per_node, settings)
     )
 
 

@@ -29,20 +29,34 @@ fails again opens a new ledger entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
+    MAX_NODES,
     FailureRecord,
+    HeldFailure,
     JobState,
     NodeReturnPolicy,
     NodeRole,
     RestartScope,
+    Suspect,
 )
 from phased.core import checkpoints, labels
-from phased.core.conditions import ConditionType
+from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
-from phased.core.failure import Failure, breaker, choose_spare, detect, healthy_since
+from phased.core.failure import (
+    BreakerMove,
+    BreakerVerdict,
+    Failure,
+    choose_spare,
+    detect,
+    healthy_since,
+    judge_breaker,
+)
+from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
     CreatePod,
     DeletePod,
@@ -53,7 +67,7 @@ from phased.core.model import (
     SetNodeRole,
     UnquarantineNode,
 )
-from phased.core.phases import fail, generation_pods, live, world_of
+from phased.core.phases import fail, generation_pods, latest_attempts, live, world_of
 from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.times import format_time, parse_time
@@ -84,19 +98,40 @@ def recover_ledger(draft: Draft) -> None:
                 cordoned=format_time(note.cordoned) if note.cordoned else None,
             )
         )
+    recover_replacements(draft.ledger, {n: draft.nodes[n] for n in draft.roles if n in draft.nodes})
 
 
 def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
+    """Pool nodes, and nodes the breaker holds, that a synced node view no longer has."""
     known = draft.snap.known_node_names
     if known is None:
         return []
     pool = draft.status.pool
     gone = [(n, NodeRole.ACTIVE) for n in pool.active] + [(n, NodeRole.SPARE) for n in pool.spares]
-    return [(n, role) for n, role in gone if n not in draft.nodes and n not in known]
+    gone += [(h.node, _role(h.role)) for h in draft.status.breaker.held]
+    seen: set[str] = set()
+    out: list[tuple[str, NodeRole]] = []
+    for name, role in gone:
+        if name not in draft.nodes and name not in known and name not in seen:
+            seen.add(name)
+            out.append((name, role))
+    return out
+
+
+def _role(value: str) -> NodeRole:
+    return NodeRole.SPARE if value == NodeRole.SPARE.value else NodeRole.ACTIVE
+
+
+def _held_as_suspects(draft: Draft) -> list[Suspect]:
+    """What the breaker holds, in the form detection reads first-seen times from."""
+    return [
+        Suspect(node=h.node, reason=h.reason, since=h.since, message=h.message)
+        for h in draft.status.breaker.held
+    ]
 
 
 def handle_failures(draft: Draft, type_key: str) -> None:
-    """Detect failed nodes, run the breaker, quarantine and record what it lets through."""
+    """Detect failed nodes, ask the breaker, quarantine and record what it lets through."""
     policy = draft.spec.failure_policy
     held = {n: r for n, r in draft.roles.items() if r in (NodeRole.ACTIVE, NodeRole.SPARE)}
     deleted = _deleted_nodes(draft)
@@ -107,24 +142,112 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         policy,
         gpu_resource(type_key, draft.settings),
         draft.phase.gpus_per_node,
-        draft.status.suspects,
+        [*draft.status.suspects, *_held_as_suspects(draft)],
         draft.now,
     )
     draft.set(suspects=list(found.suspects))
     draft.suspect_nodes = {s.node for s in found.suspects}
     draft.later(found.wake_in)
-    failures = list(found.failures)
-    check = breaker(draft.ledger, failures, len(held) + len(deleted), policy, draft.now)
-    if check.tripped:
-        draft.condition(ConditionType.MASS_FAILURE, True, "MassFailure", check.message, WARNING)
-        draft.breaker_nodes = {f.node for f in failures}
-        draft.later(check.wake_in)
+    failures = _keep_held_times(draft, found.failures)
+    state = draft.status.breaker
+    tripped = draft.is_true(ConditionType.MASS_FAILURE)
+    verdict = judge_breaker(
+        tripped=tripped,
+        tripped_at=_tripped_at(draft) if tripped else None,
+        failures=failures,
+        troubled=len(draft.suspect_nodes - {f.node for f in failures}),
+        ledger=draft.ledger,
+        pool_size=len(held) + len(deleted),
+        policy=policy,
+        proceed=draft.snap.annotations.get(labels.ANNOTATION_PROCEED),
+        released_at=parse_time(state.released_at),
+        released_by=state.released_by,
+        now=draft.now,
+    )
+    if verdict.holds:
+        _hold(draft, verdict, failures)
         return
-    if draft.is_true(ConditionType.MASS_FAILURE):
-        draft.event(NORMAL, "MassFailureCleared", "failures are back under the breaker's limit")
-    draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
+    if verdict.move == BreakerMove.CLEAR:
+        draft.condition(
+            ConditionType.MASS_FAILURE, False, "Recovered", "every node the breaker held recovered"
+        )
+        draft.event(
+            NORMAL,
+            "MassFailureCleared",
+            "every node the breaker held recovered; nothing was quarantined",
+        )
+    elif verdict.move == BreakerMove.RELEASE:
+        value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED, "")
+        draft.condition(
+            ConditionType.MASS_FAILURE,
+            False,
+            "ReleasedByPerson",
+            f"released by {labels.ANNOTATION_PROCEED}={value}",
+        )
+        draft.event(
+            NORMAL,
+            "MassFailureReleased",
+            f"released by {labels.ANNOTATION_PROCEED}={value}: answering {len(failures)} "
+            "failed node(s); the breaker is armed again for new failures",
+        )
+        state = state.model_copy(
+            update={"released_at": format_time(draft.now), "released_by": value}
+        )
+    elif find(draft.conditions, ConditionType.MASS_FAILURE) is None:
+        draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
+    # Otherwise it is False already: its reason (Recovered, ReleasedByPerson) stays readable.
+    draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
+
+
+def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
+    """A failure the breaker already holds keeps the time it was first held with."""
+    since = {(h.node, h.reason): parse_time(h.since) for h in draft.status.breaker.held}
+    out = []
+    for failure in failures:
+        first = since.get((failure.node, failure.reason.value))
+        if first is not None and first < failure.detected:
+            failure = replace(failure, detected=first)
+        out.append(failure)
+    return out
+
+
+def _tripped_at(draft: Draft) -> datetime | None:
+    cond = find(draft.conditions, ConditionType.MASS_FAILURE)
+    return parse_time(cond.last_transition_time) if cond is not None else None
+
+
+def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) -> None:
+    names = sorted(f.node for f in failures)
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    job = draft.snap.job
+    message = (
+        f"{verdict.count} of {verdict.pool_size} pool nodes ({verdict.percent:.0f}%) failed "
+        f"together, more than the {draft.spec.failure_policy.mass_failure.max_failed_percent}% "
+        "allowed: automatic remediation "
+        f"paused; holding {shown}. It resumes when they recover, or run "
+        f"`phased proceed {job.namespace}/{job.name}` to answer them"
+    )
+    if verdict.move == BreakerMove.HOLD:
+        message = (
+            f"holding {len(names)} failed node(s) of {verdict.pool_size}: {shown}. Automatic "
+            f"remediation resumes when they recover, or run "
+            f"`phased proceed {job.namespace}/{job.name}` to answer them"
+        )
+    draft.condition(ConditionType.MASS_FAILURE, True, "MassFailure", message, WARNING)
+    draft.breaker_nodes = set(names)
+    held = [
+        HeldFailure(
+            node=f.node,
+            role=f.role.value,
+            reason=f.reason.value,
+            since=format_time(f.detected),
+            message=f.message,
+        )
+        for f in sorted(failures, key=lambda f: f.node)
+    ]
+    draft.set(breaker=draft.status.breaker.model_copy(update={"held": held}))
 
 
 def _quarantine(draft: Draft, failure: Failure) -> None:
@@ -151,7 +274,7 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             message=failure.message,
             phase=draft.phase.name,
             detected=format_time(failure.detected),
-            cordoned=format_time(draft.now),
+            cordoned=None if gone else format_time(draft.now),  # a deleted node is not cordoned
             resumed=format_time(failure.detected) if spare else None,
             **({} if spare else checkpoints.lost_work(draft, failure.detected)),
         )
@@ -181,7 +304,7 @@ def _losses(draft: Draft, pods: list[PodInfo], world: int) -> Losses:
     active = {n for n, r in draft.roles.items() if r == NodeRole.ACTIVE}
     held_back = draft.breaker_nodes | draft.suspect_nodes
     losses = Losses({}, [], [], [])
-    for pod in live(pods):
+    for pod in latest_attempts(live(pods)):
         if pod.phase == PodPhase.SUCCEEDED or pod.node_name is None or pod.rank is None:
             continue
         if pod.node_name not in active and pod.node_name not in held_back:
@@ -207,26 +330,16 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
         spare = choose_spare(anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))
         if spare is None:
             return deficit - i
-        draft.act(SetNodeRole(node=spare.name, role=NodeRole.ACTIVE))
-        draft.roles[spare.name] = NodeRole.ACTIVE
         lost = lost_nodes[i] if i < len(lost_nodes) else None
+        answered = mark_replaced(draft.ledger, lost, spare.name, draft.now)
+        draft.act(SetNodeRole(spare.name, NodeRole.ACTIVE, replaces=answered, at=draft.now))
+        draft.roles[spare.name] = NodeRole.ACTIVE
         draft.event(
             NORMAL,
             "SparePromoted",
             f"spare {spare.name} promoted to active" + (f", replacing {lost}" if lost else ""),
         )
-        _mark_replaced(draft, lost, spare.name)
     return 0
-
-
-def _mark_replaced(draft: Draft, lost: str | None, spare: str) -> None:
-    for i in range(len(draft.ledger) - 1, -1, -1):
-        entry = draft.ledger[i]
-        if entry.replaced_by is None and entry.resumed is None and (lost in (None, entry.node)):
-            draft.ledger[i] = entry.model_copy(
-                update={"replaced_by": spare, "replaced": format_time(draft.now)}
-            )
-            return
 
 
 def _count_restart(draft: Draft, worker_fault: bool) -> bool:
@@ -252,14 +365,18 @@ def gang_restart(draft: Draft, why: str) -> None:
     """Stop every worker of the phase; the next generation is created by sizing.
 
     Workers on a lost node were already deleted with no grace (their kubelet is gone); the
-    survivors get ``survivorGracePeriod`` to stop. The next generation is created in the same
+    running survivors get ``survivorGracePeriod`` to stop; Failed and Succeeded workers are
+    kept, never deleted. The next generation is created in the same
     pass: the scheduler binds each new worker as soon as its node's GPUs are free, so a
     survivor still terminating delays only the worker that needs its node.
     """
     old = draft.status.restart_generation
     grace = parse_duration(draft.spec.failure_policy.survivor_grace_period)
     for pod in live(draft.phase_pods()):
-        if pod.generation <= old:
+        # Failed and Succeeded workers hold nothing and stay, the record of why (a lost
+        # status write re-derives the restart from them, and their logs are kept); running
+        # survivors get the grace period.
+        if pod.generation <= old and pod.phase not in (PodPhase.FAILED, PodPhase.SUCCEEDED):
             draft.act(DeletePod(pod.name, reason=f"gang restart: {why}", grace_seconds=grace))
     draft.set(restart_generation=old + 1)
     draft.event(
@@ -269,7 +386,7 @@ def gang_restart(draft: Draft, why: str) -> None:
     )
 
 
-def _replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
+def replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
     gen = draft.status.restart_generation
     for rank in sorted(set(ranks)):
         attempts = [_attempt(p) for p in pods if p.rank == rank]
@@ -284,6 +401,8 @@ def _replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: i
             attempt=attempt,
             resource=gpu_resource(draft.record.gpu_type or "", draft.settings),
             service_account=draft.settings.workers.service_account,
+            restarts=draft.status.restarts,
+            worker_restarts=draft.status.worker_restarts,
             **checkpoints.worker_options(draft),
         )
         draft.act(CreatePod(manifest=worker.manifest()))
@@ -301,6 +420,8 @@ def tend_generation(draft: Draft) -> None:
     pods = generation_pods(draft)
     if not live(pods):
         return
+    if _shrink_to_max(draft, pods):
+        return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
     if losses.missing and _swap_interrupted(draft):
@@ -310,8 +431,12 @@ def tend_generation(draft: Draft) -> None:
         losses.vanished.extend(losses.missing)
         losses.missing.clear()
     if losses.missing:
-        _replace_ranks(draft, pods, losses.missing, world)
+        replace_ranks(draft, pods, losses.missing, world)
     if not losses.restart_needed:
+        # A node can leave the pool while no worker of this generation runs on it yet (its
+        # worker still Pending): nothing to restart, but its place is filled all the same.
+        if len(draft.held(NodeRole.ACTIVE)) < world:
+            _promote(draft, world, _unreplaced(draft))
         return
     worker_fault = bool(losses.failed)
     if not _count_restart(draft, worker_fault):
@@ -330,16 +455,44 @@ def tend_generation(draft: Draft) -> None:
     if draft.spec.failure_policy.restart_scope == RestartScope.GANG:
         gang_restart(draft, why)
         return
-    for pod in losses.failed:
-        draft.act(DeletePod(pod.name, reason="worker failed; replaced"))
     ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
-    _replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
+    replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
     draft.event(
         NORMAL,
         "WorkersRestarted",
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _unreplaced(draft: Draft) -> list[str]:
+    """Nodes of open failures that no spare has replaced yet, oldest first."""
+    return [e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None]
+
+
+def _shrink_to_max(draft: Draft, pods: list[PodInfo]) -> bool:
+    """``nodes.max`` was lowered below the running world: restart the gang at once at the new
+    size (sizing then keeps ``max`` actives and makes the rest spares or gives them back).
+
+    Not a failure: neither ``restarts`` nor the restart budget counts it, and no ledger
+    entry is written. Raising ``max`` restarts nothing: the pool grows at the next start of
+    a generation (a restart or the next phase).
+    """
+    limit = draft.phase.nodes.max
+    # The workers' world-size labels, else the status's world size if it is this phase's
+    # (after a transition whose status write was lost, it is the previous phase's).
+    same = draft.snap.status.phase == draft.phase.name
+    world = world_of(live(pods), draft.snap.status.world_size if same else 0, MAX_NODES)
+    if world <= limit:
+        return False
+    draft.event(
+        NORMAL,
+        "PoolShrinking",
+        f"phase {draft.phase.name}: nodes.max lowered to {limit} while {world} workers run; "
+        f"restarting the gang on {limit} nodes from the last checkpoint",
+    )
+    gang_restart(draft, f"nodes.max lowered from {world} to {limit}")
+    return True
 
 
 def _swap_interrupted(draft: Draft) -> bool:

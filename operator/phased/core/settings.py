@@ -17,6 +17,8 @@ from pydantic.alias_generators import to_camel
 from phased.api.durations import DURATION_PATTERN
 from phased.api.v1alpha1 import GPUType
 
+LABEL_VALUE_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
 
 class SettingsError(ValueError):
     """Settings that cannot be used; the message says which key and why."""
@@ -37,10 +39,16 @@ class GPUTypeSettings(_Model):
 
 
 class CPUSettings(_Model):
-    """Nodes for CPU-only phases: labels they must carry (none: any node without GPUs)."""
+    """Nodes for CPU-only phases: labels they must carry (none: any node that is not a GPU node).
+
+    A GPU node — one with capacity of a configured GPU resource, or carrying every label of a
+    configured GPU type — is not a CPU node unless ``allow_gpu_nodes`` is set; a GPU node a
+    CPU phase holds is then billed as the GPU node it is.
+    """
 
     node_labels: dict[str, str] = Field(default_factory=dict)
     price_per_node_hour: float = Field(default=0.0, ge=0)
+    allow_gpu_nodes: bool = False
 
 
 class WorkerPolicy(_Model):
@@ -99,6 +107,16 @@ class Settings(_Model):
     # A label selector limiting which Nodes the operator watches (empty: all).
     node_selector: str = ""
     reports: ReportSettings = Field(default_factory=ReportSettings)
+    # This installation's name, written on every node it claims (phased.dev/installation):
+    # two installations sharing a cluster never take, release or adopt each other's nodes.
+    installation: str = Field(default="default", max_length=63, pattern=LABEL_VALUE_PATTERN)
+    # PriorityClasses whose pods may be displaced: a node whose only pods (besides
+    # DaemonSet, static and finished ones) are of these classes may be claimed, and those
+    # pods are evicted when the node becomes active. Empty: any other pod keeps a node out.
+    preemptible_priority_classes: list[str] = Field(default_factory=list)
+    # How long guests on a node that became active may hold out against eviction (their
+    # PodDisruptionBudget); after that they are deleted with their own grace period.
+    guest_eviction_timeout: str = Field(default="60s", pattern=DURATION_PATTERN)
 
     def gpu_resources(self) -> set[str]:
         return {g.resource for g in self.gpu_types.values()}
@@ -122,6 +140,7 @@ def load_settings(text: str | None = None, env: Mapping[str, str] | None = None)
         "PHASED_RESYNC_INTERVAL": "resyncInterval",
         "PHASED_NODE_SELECTOR": "nodeSelector",
         "PHASED_CURRENCY": "currency",
+        "PHASED_INSTALLATION": "installation",
     }
     for var, key in overrides.items():
         if var in env:

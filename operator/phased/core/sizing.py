@@ -1,7 +1,10 @@
 """Sizing the pool for the current phase, and starting a generation of workers on it.
 
-While no generation of the phase runs, the pool is *formed*: held nodes of the wrong type
-are released, then the phase takes ``nodes.min`` actives, then ``spares.count`` spares,
+While no generation of the phase runs, the pool is *formed*: held nodes that do not fit the
+phase are released first (:func:`release_misfits`: the wrong type, a GPU node held for a CPU
+phase, or a GPU capacity below ``gpusPerNode``; this runs before failure detection, so a
+node that could never serve the phase is given back, not taken for a failed one), then
+the phase takes ``nodes.min`` actives, then ``spares.count`` spares,
 then actives up to ``nodes.max`` (see :class:`phased.core.pools.Targets`), promoting held
 spares before claiming free nodes, and claiming the free nodes nearest (rack, block, zone)
 to what it holds. Anything beyond ``max + spares.count`` is released, spares first, the
@@ -9,18 +12,35 @@ farthest first. Workers are created once at least ``min`` actives are held and R
 active claim is still in flight (so the world size includes them): one per active node.
 
 While a generation runs, only the spares move: refilled from free nodes up to
-``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``.
+``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (A ``nodes.max``
+lowered below the running world restarts the gang first, see
+:mod:`phased.core.recovery`; the pool is then formed again at the new size.)
 
+Gang admission: a phase being formed claims its whole pool in one pass once what it holds
+plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min``; otherwise
+it holds nothing (it gives back what it held), says so in ``CapacityShort`` and publishes
+``waiting_for`` (its ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
+that has started before (re-forming after a failure) and a running generation's spare refill
+never wait in line. After ``admission.waitTimeout`` of waiting (counted from
+``CapacityShort``'s transition) the job gets ``AdmissionTimedOut`` and a Warning event and
+keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
 Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
 tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
+
+Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
+it got (short of ``max + spares.count``) and nodes of its type are left alone for their
+marks or their pods (:mod:`phased.core.ownership`), it says so: a ``NodesLeftAlone``
+Warning event naming them and why.
 """
 
 from __future__ import annotations
 
-from phased.api.v1alpha1 import JobState, NodeRole, PhaseState
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import AdmissionTimeoutAction, JobState, NodeRole, PhaseState
 from phased.core import checkpoints
-from phased.core.conditions import ConditionType
+from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.ledger import mark_replaced
 from phased.core.model import (
     Claimant,
     ClaimNode,
@@ -30,20 +50,25 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
 )
-from phased.core.phases import generation_pods, live
+from phased.core.ownership import Kind, LeftAlone, ownership
+from phased.core.phases import fail, generation_pods, live, next_generation
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
     choose_type,
     farthest_first,
-    first_in_line,
+    fits,
     free_matching,
+    gpu_kind,
     gpu_resource,
     has_type_labels,
+    matches,
     nearest_first,
+    reserved_ahead,
     type_keys,
+    type_total,
 )
-from phased.core.times import format_time
+from phased.core.times import format_time, parse_time
 from phased.core.workers import Worker, service_manifest
 
 
@@ -53,15 +78,56 @@ def phase_type(draft: Draft) -> str:
     if chosen is not None and chosen in type_keys(draft.phase):
         return chosen
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
-    free = {
-        key: free_matching(_unheld(draft), key, draft.phase.gpus_per_node, draft.settings)
-        for key in type_keys(draft.phase)
-    }
+    free = {key: _available(draft, key)[0] for key in type_keys(draft.phase)}
     return choose_type(draft.phase, held, free, draft.settings)[0]
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
-    return [n for n in draft.nodes.values() if n.name not in draft.roles]
+    """Nodes the job does not hold and on which no pod of others was seen."""
+    return [
+        n
+        for n in draft.nodes.values()
+        if n.name not in draft.roles and n.name not in draft.occupied
+    ]
+
+
+_SURFACED = (LeftAlone.OTHER_INSTALLATION, LeftAlone.NO_INSTALLATION, LeftAlone.PARTIAL_MARKS)
+_NAMED = 5  # nodes named in one event
+
+
+def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
+    """Nodes of the phase's type that Phased leaves alone for marks it did not write or for
+    others' pods: (node, why), by name."""
+    found: list[tuple[str, str]] = []
+    gpus = draft.phase.gpus_per_node
+    for name in sorted(draft.nodes):
+        node = draft.nodes[name]
+        if name in draft.roles or not matches(node, type_key, gpus, draft.settings):
+            continue
+        if name in draft.occupied:
+            pods = draft.occupied[name]
+            found.append((name, f"{LeftAlone.RUNNING_PODS.value}: {', '.join(pods[:3])}"))
+            continue
+        owner = ownership(node, draft.settings.installation)
+        if owner.kind == Kind.LEFT_ALONE and owner.reason in _SURFACED:
+            found.append((name, str(owner.reason)))
+    return found
+
+
+def _surface_left_alone(draft: Draft, type_key: str, short: bool) -> None:
+    if not short:
+        return
+    found = left_alone(draft, type_key)
+    if not found:
+        return
+    named = "; ".join(f"{n} ({why})" for n, why in found[:_NAMED])
+    more = f"; and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+    draft.event(
+        WARNING,
+        "NodesLeftAlone",
+        f"{len(found)} {_label(type_key)} node(s) not claimed for phase {draft.phase.name}: "
+        f"{named}{more}",
+    )
 
 
 def _label(type_key: str) -> str:
@@ -71,6 +137,22 @@ def _label(type_key: str) -> str:
 def _me(draft: Draft, type_key: str, missing: int) -> Claimant:
     job = draft.snap.job
     return Claimant(job.uid, draft.spec.priority, job.created, {type_key: max(missing, 1)})
+
+
+def _started(draft: Draft) -> bool:
+    """The phase has run (its workers were created once): re-forming it after a failure is
+    a replacement, which never waits in line."""
+    return draft.record.start_time is not None
+
+
+def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
+    """Free matching nodes this job may claim now, and how many are reserved for jobs ahead."""
+    free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
+    if _started(draft):
+        return free, 0
+    reserved = reserved_ahead(_me(draft, type_key, 1), draft.snap.waiting, type_key)
+    keep = max(0, len(free) - reserved)
+    return nearest_first(free, draft.held(NodeRole.ACTIVE))[:keep], min(reserved, len(free))
 
 
 def _claim(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
@@ -88,27 +170,33 @@ def _set_role(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
     draft.roles[node.name] = role
 
 
+def release_misfits(draft: Draft, type_key: str) -> None:
+    """Give back held nodes that could never serve the phase (module docstring)."""
+    gpus = draft.phase.gpus_per_node
+    for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
+        if not fits(node, type_key, gpus, draft.settings):
+            _release(draft, node)
+
+
 def form_pool(draft: Draft, type_key: str) -> None:
     """Size the pool for a phase whose generation is not running (module docstring)."""
     phase = draft.phase
-    for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
-        if not has_type_labels(node, type_key, draft.settings):
+    release_misfits(draft, type_key)
+    held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
+    free, reserved = _available(draft, type_key)
+    if len(held) + len(free) < phase.nodes.min:
+        # Gang admission: never sit on part of a pool, idle, while others could use it.
+        for node in held:
             _release(draft, node)
-    held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
-    free = free_matching(_unheld(draft), type_key, phase.gpus_per_node, draft.settings)
-    allowed = first_in_line(
-        _me(draft, type_key, phase.nodes.min - held), draft.snap.waiting, type_key
-    )
-    if not allowed:
-        free = []
-        if held < phase.nodes.min:  # give way: never sit on half a pool another job needs
-            for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
-                _release(draft, node)
-            held = 0
-    targets = Targets.for_available(phase, draft.spec.spares.count, held + len(free))
+        _report_capacity(draft, type_key, len(held) + len(free), reserved)
+        _surface_left_alone(draft, type_key, True)
+        return
+    targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
     _fit_actives(draft, targets, free)
     _fit_spares(draft, targets.spares, free)
-    _report_capacity(draft, type_key, targets.active)
+    _admitted(draft)
+    pool = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
+    _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
 
 
 def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
@@ -120,7 +208,11 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
             _release(draft, node)
     while len(draft.held(NodeRole.ACTIVE)) < targets.active and draft.held(NodeRole.SPARE):
         spare = nearest_first(draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))[0]
-        _set_role(draft, spare, NodeRole.ACTIVE)
+        # A node that failed while no generation ran (e.g. between a gang restart and the
+        # next generation) is answered here: this promotion is its replacement.
+        answered = mark_replaced(draft.ledger, None, spare.name, draft.now)
+        draft.act(SetNodeRole(spare.name, NodeRole.ACTIVE, replaces=answered, at=draft.now))
+        draft.roles[spare.name] = NodeRole.ACTIVE
     need = targets.active - len(draft.held(NodeRole.ACTIVE))
     for node in nearest_first(free, draft.held(NodeRole.ACTIVE))[: max(0, need)]:
         _claim(draft, node, NodeRole.ACTIVE)
@@ -141,24 +233,64 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     return len(picked)
 
 
-def _report_capacity(draft: Draft, type_key: str, have: int) -> None:
-    need = draft.phase.nodes.min
-    if have >= need:
-        draft.set(waiting_for={})
-        draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
-        return
-    missing = need - have
+def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> None:
+    """The phase cannot have its ``nodes.min`` now: say why, join the line, mind the timeout."""
+    phase = draft.phase
+    need = phase.nodes.min
+    total = type_total(draft.nodes.values(), type_key, phase.gpus_per_node, draft.settings)
+    label = _label(type_key)
+    if total < need:
+        detail = f"the cluster has only {total} such nodes"
+        draft.set(waiting_for={})  # it could never start as things stand: block nobody
+    else:
+        detail = f"{could} could be claimed now" + (
+            f" ({reserved} free ones are kept for jobs ahead in line)" if reserved else ""
+        )
+        draft.set(waiting_for={type_key: need})
     message = (
-        f"need {need} {_label(type_key)} nodes for phase {draft.phase.name}, "
-        f"have {have} ({missing} missing)"
+        f"need {need} {label} nodes for phase {phase.name} at once, {detail}; "
+        "holding none until they can all be claimed"
     )
     draft.waiting = True
-    draft.set(waiting_for={type_key: missing})
     draft.condition(ConditionType.CAPACITY_SHORT, True, "NotEnoughNodes", message, WARNING)
+    _wait_timeout(draft)
+
+
+def _wait_timeout(draft: Draft) -> None:
+    """``admission.waitTimeout`` after the phase began to wait: condition and event, or fail."""
+    admission = draft.spec.admission
+    cond = find(draft.conditions, ConditionType.CAPACITY_SHORT)
+    since = parse_time(cond.last_transition_time) if cond is not None else None
+    limit = parse_duration(admission.wait_timeout)
+    if since is None:
+        return
+    left = limit - (draft.now - since).total_seconds()
+    if left > 0:
+        draft.later(left)
+        return
+    message = (
+        f"phase {draft.phase.name} has waited for its nodes since {format_time(since)}, "
+        f"longer than admission.waitTimeout {admission.wait_timeout}"
+    )
+    if admission.on_timeout == AdmissionTimeoutAction.FAIL:
+        fail(draft, "AdmissionTimedOut", message)
+        return
+    draft.condition(
+        ConditionType.ADMISSION_TIMED_OUT, True, "WaitTimeout", message + "; still waiting", WARNING
+    )
+
+
+def _admitted(draft: Draft) -> None:
+    draft.set(waiting_for={})
+    draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
+    draft.condition(ConditionType.ADMISSION_TIMED_OUT, False, "Admitted", "")
 
 
 def refill_spares(draft: Draft, type_key: str) -> None:
-    """While a generation runs: spares back up to ``spares.count``, none beyond the cap."""
+    """While a generation runs: spares back up to ``spares.count``, none beyond the cap.
+
+    A running job refills from any free matching node: jobs waiting in line do not hold
+    back the spares that keep a running one whole."""
     for node in draft.held(NodeRole.SPARE):
         if not has_type_labels(node, type_key, draft.settings):
             _release(draft, node)
@@ -166,11 +298,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     short = wanted - len(draft.held(NodeRole.SPARE))
     free: list[NodeInfo] = []
     if short > 0:
-        candidates = free_matching(
-            _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings
-        )
-        if first_in_line(_me(draft, type_key, short), draft.snap.waiting, type_key):
-            free = candidates
+        free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
     room = draft.phase.nodes.max + wanted - len(draft.held(NodeRole.ACTIVE))
     claimed = _fit_spares(draft, max(0, min(wanted, room)), free)
     if claimed:
@@ -181,8 +309,8 @@ def refill_spares(draft: Draft, type_key: str) -> None:
         )
     if len(draft.held(NodeRole.SPARE)) >= wanted > 0:
         draft.condition(ConditionType.SPARES_EXHAUSTED, False, "SparesHeld", "")
-    draft.set(waiting_for={})
-    draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
+    _surface_left_alone(draft, type_key, len(draft.held(NodeRole.SPARE)) < wanted)
+    _admitted(draft)
 
 
 def start_generation(draft: Draft, type_key: str) -> bool:
@@ -195,7 +323,8 @@ def start_generation(draft: Draft, type_key: str) -> bool:
     if not draft.snap.service_exists:
         draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))
     world = len(actives)
-    gen = draft.status.restart_generation
+    gen = next_generation(draft)
+    draft.set(restart_generation=gen)
     resource = gpu_resource(type_key, draft.settings)
     options = checkpoints.worker_options(draft)
     for rank in range(world):
@@ -208,19 +337,25 @@ def start_generation(draft: Draft, type_key: str) -> bool:
             world_size=world,
             resource=resource,
             service_account=draft.settings.workers.service_account,
+            restarts=draft.status.restarts,
+            worker_restarts=draft.status.worker_restarts,
             **options,
         )
         draft.act(CreatePod(manifest=worker.manifest()))
     draft.set(world_size=world)
     if draft.record.start_time is None:
         draft.update_record(
-            start_time=format_time(draft.now), gpu_type=type_key or None, state=PhaseState.RUNNING
+            start_time=format_time(draft.now),
+            gpu_type=type_key or None,
+            state=PhaseState.RUNNING,
+            gpus_per_node=draft.phase.gpus_per_node,
+            gpu_types=[t.value for t in draft.phase.gpu_types],
         )
-        draft.event(
-            NORMAL,
-            "PhaseStarted",
-            f"phase {draft.phase.name} started on {world} {_label(type_key)} nodes",
-        )
+        gpu_nodes = sum(1 for n in actives if gpu_kind(n, draft.settings) is not None)
+        on = f"{world} {_label(type_key)} nodes"
+        if type_key == CPU_TYPE and gpu_nodes:  # only with cpu.allowGpuNodes
+            on = f"{world} nodes ({gpu_nodes} of them GPU nodes, billed as such)"
+        draft.event(NORMAL, "PhaseStarted", f"phase {draft.phase.name} started on {on}")
     return True
 
 

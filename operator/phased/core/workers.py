@@ -11,60 +11,57 @@ Names are deterministic (a handler may run twice; ``generateName`` would duplica
   keeps pointing at rank 0 even after rank 0 was replaced.
 * the Service is named after the job.
 
-Environment of every worker: ``PHASED_JOB``, ``PHASED_NAMESPACE``, ``PHASED_PHASE``,
-``PHASED_RANK``, ``PHASED_WORLD_SIZE``, ``PHASED_MASTER_ADDR``, ``PHASED_MASTER_PORT``,
-``PHASED_RESTART_GENERATION``, ``PHASED_RESUME`` ("true" from the first restart of a phase
-on), ``PHASED_CHECKPOINT_ROOT`` (``<checkpoint.path>/<job>``, shared by all phases, so a
-phase can find the one before), ``PHASED_CHECKPOINT_DIR`` (``<root>/<phase>``: where this
-phase writes and resumes from), ``PHASED_CHECKPOINT_INTERVAL_SECONDS``, and the torch-style
-``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``. A template may not set any of
-these names (nor any other ``PHASED_*``): the job becomes InvalidSpec.
+The pod is the phase's template merged over the job's (``TrainingJobSpec.worker_pod``), with
+what Phased owns laid over it: the pool's tolerations and required node affinity, the phase's
+GPUs on the ``worker`` container, ``restartPolicy: Never``, hostname and subdomain, its labels,
+and the environment of the ``worker`` container: ``PHASED_JOB``, ``PHASED_NAMESPACE``,
+``PHASED_PHASE``, ``PHASED_RANK``, ``PHASED_WORLD_SIZE``, ``PHASED_PROCS_PER_NODE``,
+``PHASED_MASTER_ADDR``, ``PHASED_MASTER_PORT``, ``PHASED_RESTART_GENERATION``,
+``PHASED_RESUME`` ("true" from the first restart of a phase on), ``PHASED_CHECKPOINT_ROOT``
+(``<checkpoint.path>/<job>``, shared by all phases, so a phase can find the one before),
+``PHASED_CHECKPOINT_DIR`` (``<root>/<phase>``: where this phase writes and resumes from),
+``PHASED_CHECKPOINT_INTERVAL_SECONDS``, and the launcher's (``LAUNCHER_ENV``): ``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` (Plain); ``PET_*`` (Torchrun); ``MS_*`` and
+``RANK_SIZE`` (MindSpore). A template may not set these names (see phased.api.podtemplate).
 
 Checkpoints (see :mod:`phased.core.checkpoints`): ``PHASED_ATTEMPT`` (the replacement number
 of the rank within its generation); with ``checkpoint.volume`` the claim is mounted at
-``checkpoint.path``; with ``checkpoint.report`` the report-token Secret is mounted read-only
-at ``REPORT_MOUNT`` and ``PHASED_REPORT_URL`` / ``PHASED_REPORT_TOKEN_FILE`` tell the worker
-helper (``phased_worker``) where to report; when the phase has a reported checkpoint,
-``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from.
+``checkpoint.path`` (volume ``phased-checkpoints``); with ``checkpoint.report`` the
+report-token Secret is mounted read-only at ``REPORT_MOUNT`` (volume ``phased-report``) and
+``PHASED_REPORT_URL`` / ``PHASED_REPORT_TOKEN_FILE`` tell the worker helper
+(``phased_worker``) where to report; when the phase has a reported checkpoint,
+``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from. A
+template may not use these volume names nor mount anything at ``REPORT_MOUNT``.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from phased.api.durations import parse_duration
+from phased.api.podtemplate import CHECKPOINT_VOLUME, REPORT_MOUNT, REPORT_VOLUME, WORKER_CONTAINER
 from phased.api.v1alpha1 import (
     API_VERSION,
     KIND,
     CheckpointRecord,
+    Launcher,
+    LauncherType,
     NodeRole,
     Phase,
+    Rendezvous,
     TrainingJobSpec,
-    WorkerTemplate,
 )
 from phased.core import labels
 from phased.core.model import JobRef
 
-MASTER_PORT = 29500
+MASTER_PORT = 29500  # the Service's port; the launcher's port is what workers use
 MAX_NAME = 63
-CONTAINER_NAME = "worker"
-TORCH_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-RESERVED_PREFIX = "PHASED_"
-CHECKPOINT_VOLUME = "phased-checkpoints"
-REPORT_VOLUME = "phased-report"
-REPORT_MOUNT = "/var/run/phased/report"
+PORT_NAME = "rendezvous"
 TOKEN_KEY = "token"  # noqa: S105 - the key inside the Secret, not a token
-
-
-def reserved_env_names(template: WorkerTemplate) -> list[str]:
-    """Env names in ``template`` that Phased sets itself (must not be overridden)."""
-    return sorted(
-        e.name
-        for e in template.env or []
-        if e.name.startswith(RESERVED_PREFIX) or e.name in TORCH_ENV
-    )
 
 
 def _shorten(prefix: str, suffix: str) -> str:
@@ -135,6 +132,8 @@ class Worker:
     attempt: int = 0
     resource: str | None = None  # the GPU resource; None for a CPU phase
     service_account: str = ""
+    restarts: int = 0  # the job's restarts so far, all causes (status.restarts)
+    worker_restarts: int = 0  # of which workers failing on healthy nodes (the budget's)
     claim: str | None = None  # the checkpoint claim, mounted at checkpoint.path
     report_url: str | None = None  # set when the job's workers report checkpoints
     report_secret: str | None = None  # the Secret holding the report token
@@ -162,19 +161,32 @@ class Worker:
             labels.LABEL_GENERATION: str(self.generation),
             labels.LABEL_WORLD_SIZE: str(self.world_size),
             labels.LABEL_ATTEMPT: str(self.attempt),
+            labels.LABEL_RESTARTS: str(self.restarts),
+            labels.LABEL_WORKER_RESTARTS: str(self.worker_restarts),
             labels.LABEL_MANAGED_BY: labels.MANAGED_BY,
         }
 
-    def env(self) -> list[dict[str, str]]:
+    @property
+    def launcher(self) -> Launcher:
+        return self.spec.launcher_of(self.phase)
+
+    @property
+    def procs_per_node(self) -> int:
+        return self.launcher.procs_per_node or self.phase.gpus_per_node or 1
+
+    def env(self) -> dict[str, str]:
+        """What Phased sets on the worker container (see the module docstring)."""
         root = f"{self.spec.checkpoint.path.rstrip('/')}/{self.job.name}"
+        port = str(self.launcher.port)
         ours = {
             "PHASED_JOB": self.job.name,
             "PHASED_NAMESPACE": self.job.namespace,
             "PHASED_PHASE": self.phase.name,
             "PHASED_RANK": str(self.rank),
             "PHASED_WORLD_SIZE": str(self.world_size),
+            "PHASED_PROCS_PER_NODE": str(self.procs_per_node),
             "PHASED_MASTER_ADDR": self.master_addr,
-            "PHASED_MASTER_PORT": str(MASTER_PORT),
+            "PHASED_MASTER_PORT": port,
             "PHASED_RESTART_GENERATION": str(self.generation),
             "PHASED_RESUME": "true" if self.generation > 0 or self.attempt > 0 else "false",
             "PHASED_CHECKPOINT_ROOT": root,
@@ -183,10 +195,6 @@ class Worker:
                 parse_duration(self.spec.checkpoint.interval)
             ),
             "PHASED_ATTEMPT": str(self.attempt),
-            "RANK": str(self.rank),
-            "WORLD_SIZE": str(self.world_size),
-            "MASTER_ADDR": self.master_addr,
-            "MASTER_PORT": str(MASTER_PORT),
         }
         if self.resume is not None:
             ours["PHASED_RESUME_FROM"] = self.resume.path
@@ -194,44 +202,28 @@ class Worker:
         if self.report_url is not None and self.report_secret is not None:
             ours["PHASED_REPORT_URL"] = self.report_url
             ours["PHASED_REPORT_TOKEN_FILE"] = f"{REPORT_MOUNT}/{TOKEN_KEY}"
-        template = self.spec.worker_template(self.phase)
-        theirs = [
-            {"name": e.name, "value": e.value} for e in template.env or [] if e.name not in ours
-        ]
-        return theirs + [{"name": k, "value": v} for k, v in ours.items()]
+        return ours | LAUNCHER_ENV[self.launcher.type](self)
 
-    def resources(self) -> dict[str, dict[str, str]]:
-        template = self.spec.worker_template(self.phase)
-        requests = dict(template.resources.requests) if template.resources else {}
-        limits = dict(template.resources.limits) if template.resources else {}
+    def container(self, worker: dict[str, Any]) -> dict[str, Any]:
+        """The template's worker container with Phased's env, GPUs and rendezvous port."""
+        container = copy.deepcopy(worker)
+        ours = self.env()
+        theirs = [e for e in container.get("env") or [] if e.get("name") not in ours]
+        container["env"] = theirs + [{"name": k, "value": v} for k, v in ours.items()]
         if self.resource is not None:
-            requests[self.resource] = str(self.phase.gpus_per_node)
-            limits[self.resource] = str(self.phase.gpus_per_node)
-        out: dict[str, dict[str, str]] = {}
-        if requests:
-            out["requests"] = requests
-        if limits:
-            out["limits"] = limits
-        return out
-
-    def container(self) -> dict[str, Any]:
-        template = self.spec.worker_template(self.phase)
-        container: dict[str, Any] = {
-            "name": CONTAINER_NAME,
-            "image": template.image,
-            "env": self.env(),
-            "ports": [{"name": "rendezvous", "containerPort": MASTER_PORT}],
-        }
-        if template.command is not None:
-            container["command"] = list(template.command)
-        if template.args is not None:
-            container["args"] = list(template.args)
-        resources = self.resources()
-        if resources:
-            container["resources"] = resources
+            resources = container.setdefault("resources", {})
+            for kind in ("requests", "limits"):
+                resources[kind] = {
+                    **resources.get(kind, {}),
+                    self.resource: str(self.phase.gpus_per_node),
+                }
+        port = self.launcher.port
+        ports = container.get("ports") or []
+        if not any(p.get("containerPort") == port or p.get("name") == PORT_NAME for p in ports):
+            container["ports"] = [*ports, {"name": PORT_NAME, "containerPort": port}]
         mounts = [{"name": v["name"], **m} for v, m in self._volumes()]
         if mounts:
-            container["volumeMounts"] = mounts
+            container["volumeMounts"] = [*(container.get("volumeMounts") or []), *mounts]
         return container
 
     def _volumes(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -258,55 +250,63 @@ class Worker:
             )
         return out
 
-    def affinity(self) -> dict[str, Any]:
-        node_affinity = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {
-                                "key": labels.LABEL_JOB_UID,
-                                "operator": "In",
-                                "values": [self.job.uid],
-                            },
-                            {
-                                "key": labels.LABEL_ROLE,
-                                "operator": "In",
-                                "values": [NodeRole.ACTIVE.value],
-                            },
-                        ]
-                    }
-                ]
-            }
+    def affinity(self, theirs: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Phased's placement on the pool, with the template's own terms added to it.
+
+        Required node affinity is Phased's alone (the template cannot set it); preferred node
+        terms, pod affinity and pod anti-affinity of the template are kept beside Phased's.
+        """
+        affinity = copy.deepcopy(theirs or {})
+        node_affinity = affinity.setdefault("nodeAffinity", {})
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": labels.LABEL_JOB_UID,
+                            "operator": "In",
+                            "values": [self.job.uid],
+                        },
+                        {
+                            "key": labels.LABEL_ROLE,
+                            "operator": "In",
+                            "values": [NodeRole.ACTIVE.value],
+                        },
+                    ]
+                }
+            ]
         }
-        affinity: dict[str, Any] = {"nodeAffinity": node_affinity}
         if self.resource is None:  # CPU phase: nothing else keeps two workers apart
-            affinity["podAntiAffinity"] = {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": {labels.LABEL_JOB_UID: self.job.uid}},
-                        "topologyKey": "kubernetes.io/hostname",
-                    }
-                ]
-            }
+            anti = affinity.setdefault("podAntiAffinity", {})
+            anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
+                {
+                    "labelSelector": {"matchLabels": {labels.LABEL_JOB_UID: self.job.uid}},
+                    "topologyKey": "kubernetes.io/hostname",
+                },
+                *anti.get("requiredDuringSchedulingIgnoredDuringExecution", []),
+            ]
         return affinity
 
     def manifest(self) -> dict[str, Any]:
-        template = self.spec.worker_template(self.phase)
+        pod = self.spec.worker_pod(self.phase)
         metadata: dict[str, Any] = {
             "name": self.name,
             "namespace": self.job.namespace,
-            "labels": self.labels(),
+            "labels": {**pod.labels, **self.labels()},
             "ownerReferences": [owner_reference(self.job)],
         }
-        if template.annotations:
-            metadata["annotations"] = dict(template.annotations)
-        spec: dict[str, Any] = {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": bool(self.service_account),
-            "hostname": self.hostname,
-            "subdomain": service_name(self.job),
-            "tolerations": [
+        if pod.annotations:
+            metadata["annotations"] = dict(pod.annotations)
+        spec = copy.deepcopy(pod.spec)
+        spec["containers"] = [
+            self.container(c) if c.get("name") == WORKER_CONTAINER else c
+            for c in spec["containers"]
+        ]
+        spec.update(
+            restartPolicy="Never",
+            hostname=self.hostname,
+            subdomain=service_name(self.job),
+            tolerations=[
                 {
                     "key": labels.TAINT_POOL,
                     "operator": "Equal",
@@ -314,13 +314,66 @@ class Worker:
                     "effect": "NoSchedule",
                 },
                 {"key": labels.TAINT_SPARE, "operator": "Exists", "effect": "NoSchedule"},
+                *spec.get("tolerations", []),
             ],
-            "affinity": self.affinity(),
-            "containers": [self.container()],
-        }
+            affinity=self.affinity(spec.get("affinity") or {}),
+        )
         volumes = [v for v, _ in self._volumes()]
         if volumes:
-            spec["volumes"] = volumes
-        if self.service_account:
+            spec["volumes"] = [*(spec.get("volumes") or []), *volumes]
+        if self.service_account and "serviceAccountName" not in spec:
             spec["serviceAccountName"] = self.service_account
+        spec.setdefault("automountServiceAccountToken", "serviceAccountName" in spec)
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _plain_env(worker: Worker) -> dict[str, str]:
+    return {
+        "RANK": str(worker.rank),
+        "WORLD_SIZE": str(worker.world_size),
+        "MASTER_ADDR": worker.master_addr,
+        "MASTER_PORT": str(worker.launcher.port),
+    }
+
+
+def _torchrun_env(worker: Worker) -> dict[str, str]:
+    """The variables torchrun reads for its flags (``PET_<FLAG>``)."""
+    env = {
+        "PET_NNODES": str(worker.world_size),
+        "PET_NPROC_PER_NODE": str(worker.procs_per_node),
+    }
+    if worker.launcher.rendezvous == Rendezvous.C10D:
+        return env | {
+            "PET_RDZV_BACKEND": "c10d",
+            "PET_RDZV_ENDPOINT": f"{worker.master_addr}:{worker.launcher.port}",
+            "PET_RDZV_ID": f"{worker.job.uid}-g{worker.generation}",
+        }
+    return env | {
+        "PET_NODE_RANK": str(worker.rank),
+        "PET_MASTER_ADDR": worker.master_addr,
+        "PET_MASTER_PORT": str(worker.launcher.port),
+    }
+
+
+def _mindspore_env(worker: Worker) -> dict[str, str]:
+    """MindSpore's dynamic cluster, as ``msrun`` on each node uses it.
+
+    Per node: ``msrun --worker_num=$MS_WORKER_NUM --local_worker_num=$PHASED_PROCS_PER_NODE
+    --master_addr=$MS_SCHED_HOST --master_port=$MS_SCHED_PORT --node_rank=$PHASED_RANK``;
+    msrun starts the scheduler on node 0 and sets MS_ROLE, RANK_ID and DEVICE_ID for each
+    process itself, so Phased sets only what is per job and per node.
+    """
+    processes = str(worker.world_size * worker.procs_per_node)
+    return {
+        "MS_SCHED_HOST": worker.master_addr,
+        "MS_SCHED_PORT": str(worker.launcher.port),
+        "MS_WORKER_NUM": processes,
+        "RANK_SIZE": processes,
+    }
+
+
+LAUNCHER_ENV: dict[LauncherType, Callable[[Worker], dict[str, str]]] = {
+    LauncherType.PLAIN: _plain_env,
+    LauncherType.TORCHRUN: _torchrun_env,
+    LauncherType.MINDSPORE: _mindspore_env,
+}

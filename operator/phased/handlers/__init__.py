@@ -26,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 Startup = Callable[[], Awaitable[Reconciler]]
 
+# The worker Pods the operator creates; the only Pods it watches (filtered by the API server).
+POD_SELECTOR = f"{labels.LABEL_MANAGED_BY}={labels.MANAGED_BY}"
+
 
 def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.OperatorRegistry:
     """A kopf registry whose handlers feed the reconciler that ``start`` creates."""
@@ -50,11 +53,16 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
             # A start-up failure (bad kubeconfig, a port in use) will not fix itself: stop.
             raise kopf.PermanentError(f"cannot start: {exc}") from exc
         holder["r"] = reconciler
+        # Filter worker Pods on the server: a busy cluster runs many pods that are not ours,
+        # and a client-side filter (``labels=`` on the handler) would still stream and hold
+        # every one of them.
+        settings.watching.label_selectors["", "v1", "pods"] = POD_SELECTOR
         if reconciler.settings.node_selector:
             # Filter Nodes on the server: at thousands of nodes, the watch is the main cost.
             settings.watching.label_selectors["", "v1", "nodes"] = reconciler.settings.node_selector
         await reconciler.relist_jobs()
         await reconciler.relist_nodes()
+        reconciler.survey()
         background.append(asyncio.create_task(_periodic(reconciler)))
         reconciler.trigger_all()
 
@@ -83,6 +91,7 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
         if "r" in holder:
             holder["r"].node_event(event.get("type"), dict(event["object"]))
 
+    # The same filter on the client too, in case a watch is ever started without the setting.
     @kopf.on.event(
         "", "v1", "pods", labels={labels.LABEL_MANAGED_BY: labels.MANAGED_BY}, registry=registry
     )
@@ -107,6 +116,7 @@ async def _periodic(reconciler: Reconciler) -> None:
                 await reconciler.relist_jobs()
                 last_relist = time.monotonic()
             await reconciler.release_orphans()
+            reconciler.survey()
             reconciler.trigger_all()
         except asyncio.CancelledError:
             raise

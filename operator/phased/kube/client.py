@@ -57,6 +57,13 @@ class Forbidden(KubeError):
     pass
 
 
+class Fenced(KubeError):
+    """Not sent: this replica is not the leader, or its acting deadline has passed."""
+
+
+Fence = Callable[[], bool]  # True while this process may write
+
+
 _TRANSIENT = {429, 500, 502, 503, 504}
 
 
@@ -81,8 +88,10 @@ class KubeClient:
         max_delay: float = 5.0,
         timeout: float = 30.0,
         on_error: ErrorHook | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self._api = api
+        self._fence = fence
         self._retries = retries
         self._base_delay = base_delay
         self._max_delay = max_delay
@@ -91,7 +100,11 @@ class KubeClient:
 
     @classmethod
     async def connect(
-        cls, kubeconfig: str | None = None, *, on_error: ErrorHook | None = None
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        on_error: ErrorHook | None = None,
+        fence: Fence | None = None,
     ) -> KubeClient:
         """Log in from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config, then in-cluster)."""
         configuration = aio_client.Configuration()
@@ -105,7 +118,7 @@ class KubeClient:
                 "no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run inside a cluster"
             )
         api = aio_client.ApiClient(configuration=configuration)
-        return cls(api, on_error=on_error)
+        return cls(api, on_error=on_error, fence=fence)
 
     async def close(self) -> None:
         await self._api.close()
@@ -122,9 +135,14 @@ class KubeClient:
         content_type: str | None = None,
         retry: bool = True,
     ) -> JSON:
-        """Send one request; retry transient failures; return the decoded JSON body."""
+        """Send one request; retry transient failures; return the decoded JSON body.
+
+        With a fence (leader election), a write is checked against it before every attempt:
+        a replica past its acting deadline sends nothing and gets :class:`Fenced`."""
         attempt = 0
         while True:
+            if method != "GET" and self._fence is not None and not self._fence():
+                raise Fenced(0, "NotLeader", "not holding the leader Lease", verb, resource)
             try:
                 return await self._once(method, path, query, body, content_type, verb, resource)
             except KubeError as exc:

@@ -6,7 +6,16 @@ import re
 from datetime import datetime
 from typing import Any
 
-from phased.core.model import JobRef, NodeCondition, NodeInfo, PodInfo, PodPhase, Taint
+from phased.core import labels
+from phased.core.model import (
+    JobRef,
+    NodeCondition,
+    NodeInfo,
+    NodePod,
+    PodInfo,
+    PodPhase,
+    Taint,
+)
 from phased.core.times import parse_time as _parse_time
 
 _QUANTITY = re.compile(r"^([0-9]+)(\.[0-9]+)?([a-zA-Z]*)$")
@@ -90,6 +99,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
             exit_code = terminated.get("exitCode")
             reason = str(terminated.get("reason") or reason)
             break
+    waiting_reason, waiting_message = _waiting(status)
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
@@ -106,6 +116,55 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         started=parse_time(status.get("startTime")),
         exit_code=exit_code,
         reason=reason,
+        waiting_reason=waiting_reason,
+        waiting_message=waiting_message,
+    )
+
+
+def _waiting(status: dict[str, Any]) -> tuple[str, str]:
+    """Why a pod is not running yet: a container's waiting reason, else the scheduler's."""
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or []:
+            waiting = ((cs or {}).get("state") or {}).get("waiting") or {}
+            reason = str(waiting.get("reason") or "")
+            if reason and reason not in ("ContainerCreating", "PodInitializing"):
+                return reason, str(waiting.get("message") or "")[:256]
+    for cond in status.get("conditions") or []:
+        scheduled = isinstance(cond, dict) and cond.get("type") == "PodScheduled"
+        if scheduled and cond.get("status") == "False":
+            reason = str(cond.get("reason") or "Unschedulable")
+            return reason, str(cond.get("message") or "")[:256]
+    return "", ""
+
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def node_pod_from_raw(raw: dict[str, Any], operator: tuple[str, str] | None = None) -> NodePod:
+    """Any pod bound to a node, for deciding who may have the node. ``operator`` is the
+    operator's own pod (namespace, name), from the downward API; ``None`` when unknown."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    namespace = str(meta.get("namespace") or "")
+    name = str(meta.get("name") or "")
+    owners = meta.get("ownerReferences") or []
+    daemon = any(
+        isinstance(o, dict) and o.get("kind") == "DaemonSet" and o.get("controller") for o in owners
+    )
+    return NodePod(
+        namespace=namespace,
+        name=name,
+        node=str(spec.get("nodeName") or ""),
+        created=parse_time(meta.get("creationTimestamp")),
+        priority_class=str(spec.get("priorityClassName") or ""),
+        daemon=daemon,
+        mirror=MIRROR_ANNOTATION in (meta.get("annotations") or {}),
+        operator=operator is not None and (namespace, name) == operator,
+        terminal=status.get("phase") in _TERMINAL,
+        deleting=meta.get("deletionTimestamp") is not None,
+        job_uid=str((meta.get("labels") or {}).get(labels.LABEL_JOB_UID) or ""),
     )
 
 

@@ -65,6 +65,28 @@ class JobVerbs:
             return False
         return True
 
+    async def annotate(self, job: JSON, key: str, value: str | None) -> bool:
+        """Set (or with ``None`` remove) one annotation, guarded by resourceVersion; False if
+        the job changed or went away meanwhile."""
+        meta = job.get("metadata") or {}
+        try:
+            await self._kube.request(
+                "patch",
+                "PATCH",
+                _path(meta["namespace"], meta["name"]),
+                resource=PLURAL,
+                body={
+                    "metadata": {
+                        "annotations": {key: value},
+                        "resourceVersion": meta["resourceVersion"],
+                    }
+                },
+                content_type=MERGE_PATCH,
+            )
+        except (Conflict, NotFound):
+            return False
+        return True
+
     async def set_finalizer(self, job: JSON, present: bool) -> bool:
         """Add or remove our finalizer, guarded by resourceVersion; False if the job moved on."""
         meta = job.get("metadata") or {}

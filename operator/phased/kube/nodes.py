@@ -1,21 +1,29 @@
 """Node verbs: claim, change role, quarantine, release. Pool membership lives on the Nodes.
 
-Every change reads the Node fresh, checks that Phased may touch it (it is free, or it belongs
-to the job), and patches it with its ``resourceVersion`` as a precondition, so two jobs (or
-two operator replicas) can never both win the same node. A lost race returns ``False``.
+Every change reads the Node fresh, checks that Phased may touch it (it carries no Phased
+mark at all, or the job holds it: :mod:`phased.core.ownership`), and patches it with its
+``resourceVersion`` as a precondition, so two jobs (or two operator replicas, or two
+installations) can never both win the same node. A lost race returns ``False``.
+
+Every patch of a held node writes this installation's ``phased.dev/installation`` label, so
+a node claimed before installations existed becomes provably ours the first time its job
+touches it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from phased.api.v1alpha1 import NodeRole
 from phased.core import labels
 from phased.core.model import JobRef
+from phased.core.ownership import holds, marks
 from phased.kube.client import JSON, MERGE_PATCH, Conflict, KubeClient, NotFound
+from phased.kube.convert import node_from_raw
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +43,10 @@ def _labels(node: JSON) -> dict[str, str]:
     return dict(((node.get("metadata") or {}).get("labels")) or {})
 
 
+def _annotations(node: JSON) -> dict[str, str]:
+    return dict(((node.get("metadata") or {}).get("annotations")) or {})
+
+
 def _owner(node: JSON) -> str | None:
     return _labels(node).get(labels.LABEL_JOB_UID)
 
@@ -52,18 +64,33 @@ def _role_taints(taints: list[JSON], uid: str, role: NodeRole, spare_taint: bool
 
 
 def is_claimable(node: JSON) -> bool:
-    """Free for a claim: no owner, not cordoned, not quarantined."""
-    meta_labels = _labels(node)
-    return (
-        labels.LABEL_JOB_UID not in meta_labels
-        and meta_labels.get(labels.LABEL_ROLE) != NodeRole.QUARANTINED.value
-        and not (node.get("spec") or {}).get("unschedulable", False)
+    """Free for a claim: no Phased mark of any installation (labels, annotations, taints),
+    not cordoned."""
+    return not marks(node_from_raw(node)) and not (node.get("spec") or {}).get(
+        "unschedulable", False
     )
 
 
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of a claim: won or not, and the node as last read from the API (``None``
+    when it is gone)."""
+
+    won: bool
+    fresh: JSON | None
+
+
 class NodeVerbs:
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, installation: str = "") -> None:
         self._kube = kube
+        self.installation = installation
+
+    def _held(self, node: JSON, job: JobRef) -> bool:
+        """``job`` holds the fresh ``node`` (core.ownership.holds)."""
+        return holds(node_from_raw(node), job.uid, self.installation)
+
+    def _mine(self) -> dict[str, str]:
+        return {labels.LABEL_INSTALLATION: self.installation} if self.installation else {}
 
     async def get(self, name: str) -> JSON:
         return await self._kube.request("get", "GET", f"/api/v1/nodes/{name}", resource="nodes")
@@ -112,16 +139,23 @@ class NodeVerbs:
         role: NodeRole,
         now: datetime,
         spare_taint: bool = False,
-    ) -> bool:
-        """Take a free node for ``job``. False when it is no longer free (another job won)."""
+        clearing: bool = False,
+    ) -> Claim:
+        """Take a free node for ``job``. ``won`` is False when it is no longer free as the
+        decision saw it (another job won, or it changed since); ``fresh`` is then the node as
+        the API holds it now, for the caller's view.
+
+        With ``clearing`` (an active claim of a node with pods of a preemptible class) the
+        node is marked ``clearing-since``: decide evicts those pods."""
+        seen: list[JSON] = []
 
         def mutate(node: JSON) -> JSON | None:
-            owner = _owner(node)
-            if owner == job.uid:
+            seen[:] = [node]
+            if self._held(node, job):
                 return (
                     None
                     if _labels(node).get(labels.LABEL_ROLE) == role.value
-                    else {"metadata": {"labels": {labels.LABEL_ROLE: role.value}}}
+                    else {"metadata": {"labels": {labels.LABEL_ROLE: role.value, **self._mine()}}}
                 )
             if not is_claimable(node):
                 return None
@@ -129,6 +163,9 @@ class NodeVerbs:
                 # Changed since the decision: let the next reconcile judge it afresh.
                 return None
             taints = _role_taints(_taints(node), job.uid, role, spare_taint)
+            annotations = {labels.ANNOTATION_CLAIMED_AT: _iso(now)}
+            if clearing and role == NodeRole.ACTIVE:
+                annotations[labels.ANNOTATION_CLEARING] = _iso(now)
             return {
                 "metadata": {
                     "labels": {
@@ -136,26 +173,51 @@ class NodeVerbs:
                         labels.LABEL_JOB: job.name[:63],
                         labels.LABEL_JOB_NAMESPACE: job.namespace,
                         labels.LABEL_ROLE: role.value,
+                        **self._mine(),
                     },
-                    "annotations": {labels.ANNOTATION_CLAIMED_AT: _iso(now)},
+                    "annotations": annotations,
                 },
                 "spec": {"taints": taints},
             }
 
         result = await self._update(name, mutate)
-        return result is not None and _owner(result) == job.uid
+        if result is not None and self._held(result, job):
+            return Claim(won=True, fresh=result)
+        return Claim(won=False, fresh=seen[0] if seen else None)
 
     async def set_role(
-        self, name: str, job: JobRef, role: NodeRole, spare_taint: bool = False
+        self,
+        name: str,
+        job: JobRef,
+        role: NodeRole,
+        spare_taint: bool = False,
+        replaces: str | None = None,
+        now: datetime | None = None,
     ) -> bool:
+        """Give a held node ``role``. A node that becomes active is marked
+        ``clearing-since`` (``now``): guests that borrowed it must leave (core.guests).
+        ``replaces`` (see ``SetNodeRole``) is written on it, and any earlier one cleared."""
+
         def mutate(node: JSON) -> JSON | None:
-            if _owner(node) != job.uid:
+            if not self._held(node, job):
                 return None
             taints = _role_taints(_taints(node), job.uid, role, spare_taint)
-            if _labels(node).get(labels.LABEL_ROLE) == role.value and taints == _taints(node):
+            note = _annotations(node).get(labels.ANNOTATION_REPLACES)
+            was = _labels(node).get(labels.LABEL_ROLE)
+            if was == role.value and taints == _taints(node) and note == replaces:
                 return None
+            annotations: dict[str, str | None] = {}
+            if role == NodeRole.ACTIVE and was != role.value and now is not None:
+                annotations[labels.ANNOTATION_CLEARING] = _iso(now)
+            elif role != NodeRole.ACTIVE and labels.ANNOTATION_CLEARING in _annotations(node):
+                annotations[labels.ANNOTATION_CLEARING] = None
+            if note != replaces:
+                annotations[labels.ANNOTATION_REPLACES] = replaces
             return {
-                "metadata": {"labels": {labels.LABEL_ROLE: role.value}},
+                "metadata": {
+                    "labels": {labels.LABEL_ROLE: role.value, **self._mine()},
+                    "annotations": annotations,
+                },
                 "spec": {"taints": taints},
             }
 
@@ -165,7 +227,7 @@ class NodeVerbs:
         """Give a node back: remove the job's labels, annotation and pool taint."""
 
         def mutate(node: JSON) -> JSON | None:
-            if _owner(node) != job.uid:
+            if not self._held(node, job):
                 return None
             role = _labels(node).get(labels.LABEL_ROLE)
             patch: dict[str, Any] = {
@@ -175,13 +237,18 @@ class NodeVerbs:
                         labels.LABEL_JOB: None,
                         labels.LABEL_JOB_NAMESPACE: None,
                     },
-                    "annotations": {labels.ANNOTATION_CLAIMED_AT: None},
+                    "annotations": {
+                        labels.ANNOTATION_CLAIMED_AT: None,
+                        labels.ANNOTATION_REPLACES: None,
+                        labels.ANNOTATION_CLEARING: None,
+                    },
                 },
                 "spec": {"taints": _without(_taints(node), labels.TAINT_POOL, labels.TAINT_SPARE)},
             }
             if role != NodeRole.QUARANTINED.value:
                 # A quarantined node stays cordoned and marked until a person releases it.
                 patch["metadata"]["labels"][labels.LABEL_ROLE] = None
+                patch["metadata"]["labels"][labels.LABEL_INSTALLATION] = None
             return patch
 
         return await self._update(name, mutate) is not None
@@ -190,7 +257,7 @@ class NodeVerbs:
         """Cordon the node, mark it quarantined, and record why and when."""
 
         def mutate(node: JSON) -> JSON | None:
-            if _owner(node) != job.uid:
+            if not self._held(node, job):
                 return None
             taints = _without(_taints(node), labels.TAINT_QUARANTINE)
             taints.append(
@@ -198,8 +265,11 @@ class NodeVerbs:
             )
             return {
                 "metadata": {
-                    "labels": {labels.LABEL_ROLE: NodeRole.QUARANTINED.value},
-                    "annotations": {labels.ANNOTATION_QUARANTINE: annotation},
+                    "labels": {labels.LABEL_ROLE: NodeRole.QUARANTINED.value, **self._mine()},
+                    "annotations": {
+                        labels.ANNOTATION_QUARANTINE: annotation,
+                        labels.ANNOTATION_CLEARING: None,
+                    },
                 },
                 "spec": {"unschedulable": True, "taints": taints},
             }
@@ -210,11 +280,11 @@ class NodeVerbs:
         """Uncordon a healthy quarantined node of the job and give it ``role``."""
 
         def mutate(node: JSON) -> JSON | None:
-            if _owner(node) != job.uid:
+            if not self._held(node, job):
                 return None
             return {
                 "metadata": {
-                    "labels": {labels.LABEL_ROLE: role.value},
+                    "labels": {labels.LABEL_ROLE: role.value, **self._mine()},
                     "annotations": {labels.ANNOTATION_QUARANTINE: None},
                 },
                 "spec": {
@@ -238,10 +308,12 @@ class NodeVerbs:
                         labels.LABEL_JOB: None,
                         labels.LABEL_JOB_NAMESPACE: None,
                         labels.LABEL_ROLE: None,
+                        labels.LABEL_INSTALLATION: None,
                     },
                     "annotations": {
                         labels.ANNOTATION_QUARANTINE: None,
                         labels.ANNOTATION_CLAIMED_AT: None,
+                        labels.ANNOTATION_CLEARING: None,
                     },
                 },
                 "spec": {
@@ -254,5 +326,15 @@ class NodeVerbs:
                     ),
                 },
             }
+
+        return await self._update(name, mutate) is not None
+
+    async def finish_clearing(self, name: str, job: JobRef) -> bool:
+        """Drop ``clearing-since`` from a held node: no guest is left on it."""
+
+        def mutate(node: JSON) -> JSON | None:
+            if not self._held(node, job) or labels.ANNOTATION_CLEARING not in _annotations(node):
+                return None
+            return {"metadata": {"annotations": {labels.ANNOTATION_CLEARING: None}}}
 
         return await self._update(name, mutate) is not None

@@ -50,6 +50,20 @@ class NodeView:
         self._nodes[name] = after
         return before, after
 
+    def refresh(self, name: str, raw: dict[str, Any] | None) -> None:
+        """Put one node as just read from the API into the view (``None``: it is gone).
+
+        Not a watch event: the watch's liveness clock is left alone, and a newer version
+        already in the view is kept."""
+        if raw is None:
+            self._nodes.pop(name, None)
+            return
+        fresh = node_from_raw(raw)
+        before = self._nodes.get(name)
+        if before is not None and _newer(before.resource_version, fresh.resource_version):
+            return
+        self._nodes[name] = fresh
+
     def replace_all(self, raws: Iterable[dict[str, Any]]) -> set[str]:
         """Replace the view with a full list; return the names whose state changed."""
         fresh = {n.name: n for n in (node_from_raw(r) for r in raws) if n.name}

@@ -4,9 +4,18 @@ is answered by AlreadyExists and ignored: creating twice never makes two workers
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
-from phased.kube.client import JSON, Conflict, KubeClient, NotFound
+from phased.kube.client import JSON, Conflict, KubeClient, KubeError, NotFound
+
+
+class Eviction(StrEnum):
+    """What an eviction request came to."""
+
+    EVICTED = "evicted"  # the pod is on its way out (graceful termination)
+    BLOCKED = "blocked"  # a PodDisruptionBudget does not allow it now (429)
+    GONE = "gone"  # no such pod any more
 
 
 class PodVerbs:
@@ -35,6 +44,31 @@ class PodVerbs:
         )
         items: list[JSON] = data.get("items") or []
         return items
+
+    async def evict(self, namespace: str, name: str) -> Eviction:
+        """Ask a pod to leave through the Eviction API (policy/v1), which honours its
+        PodDisruptionBudgets: BLOCKED when one does not allow it now."""
+        body: JSON = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        try:
+            await self._kube.request(
+                "create",
+                "POST",
+                f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                resource="pods/eviction",
+                body=body,
+                retry=False,
+            )
+        except NotFound:
+            return Eviction.GONE
+        except KubeError as exc:
+            if exc.status == 429:
+                return Eviction.BLOCKED
+            raise
+        return Eviction.EVICTED
 
     async def create(self, namespace: str, manifest: Mapping[str, Any]) -> bool:
         """Create a pod; False when it already exists."""

@@ -1,0 +1,92 @@
+"""Edits of a running job that cannot be honoured, judged from the status and the pods.
+
+A phase has **started** when it lies before ``status.phaseIndex`` (it ran), when its record
+in ``status.phases`` has a start time or a Running/Succeeded/Failed state, or when worker
+pods of it exist. Then:
+
+1. a started phase keeps its name and its position: ``spec.phases[i].name`` is the name of
+   the i-th record (the records are in the spec order the operator last worked from);
+2. with no records at all (a status lost or never written), a phase with worker pods is
+   still in the spec (the records, when there are any, are the better witness: anyone who
+   may create pods in the namespace could label one);
+3. the current phase, once started, keeps the GPU shape it started with: ``gpusPerNode``
+   and ``gpuTypes`` (both recorded in its record at the start; of an older record only the
+   chosen ``gpuType`` is known, and it must stay accepted).
+
+The CRD refuses the same edits at ``kubectl apply`` with transition rules that judge the new
+spec against the same status records (see ``crds/``). This re-check catches an edit that slipped
+through — applied before the CRD carried the rules — and decide answers it by holding the
+job: an ``InvalidSpec`` condition and a Warning event, no action at all (the workers keep
+running, no node is claimed or released, the position and history are kept), until the spec
+is put back. Everything else (spares, budgets, later phases, the running phase's
+``nodes.min``/``nodes.max``, templates) is an edit decide honours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from phased.api.v1alpha1 import PhaseRecord, PhaseState, TrainingJobSpec, TrainingJobStatus
+from phased.core.model import PodInfo
+
+_RAN = frozenset({PhaseState.RUNNING, PhaseState.SUCCEEDED, PhaseState.FAILED})
+
+
+def started(record: PhaseRecord, index: int, status: TrainingJobStatus) -> bool:
+    """Whether the phase of ``record`` (the ``index``-th) has started or run."""
+    return index < status.phase_index or record.start_time is not None or record.state in _RAN
+
+
+def edit_problems(
+    spec: TrainingJobSpec, status: TrainingJobStatus, pods: Iterable[PodInfo] = ()
+) -> list[str]:
+    """What in ``spec`` contradicts what the job has already done; empty when none."""
+    names = [p.name for p in spec.phases]
+    problems: list[str] = []
+    for index, record in enumerate(status.phases):
+        if not started(record, index, status):
+            continue
+        now = names[index] if index < len(names) else None
+        if now == record.name:
+            continue
+        if record.name not in names:
+            where = "removed or renamed" + (f" (phase {index + 1} is now {now!r})" if now else "")
+        else:
+            where = f"moved from phase {index + 1} to phase {names.index(record.name) + 1}"
+        problems.append(
+            f"phase {record.name!r} has already started and cannot be removed, renamed or "
+            f"reordered, but the spec has it {where}: put the phases that started back as "
+            "they were (only later phases may change)"
+        )
+    seen = set() if status.phases else {p.phase_name for p in pods if p.phase_name}
+    for name in sorted(seen - set(names)):
+        problems.append(
+            f"phase {name!r} has worker pods but is no longer in the spec: a phase that "
+            "started cannot be removed or renamed"
+        )
+    problems.extend(_shape_problems(spec, status))
+    return problems
+
+
+def _shape_problems(spec: TrainingJobSpec, status: TrainingJobStatus) -> list[str]:
+    index = status.phase_index
+    if not 0 <= index < min(len(status.phases), len(spec.phases)):
+        return []
+    record, phase = status.phases[index], spec.phases[index]
+    if record.name != phase.name or not started(record, index, status):
+        return []
+    types = [t.value for t in phase.gpu_types]
+    was: list[str] = []
+    if record.gpus_per_node is not None and record.gpus_per_node != phase.gpus_per_node:
+        was.append(f"gpusPerNode {record.gpus_per_node} (now {phase.gpus_per_node})")
+    if record.gpu_types is not None and record.gpu_types != types:
+        was.append(f"gpuTypes {record.gpu_types} (now {types})")
+    if record.gpu_types is None and record.gpu_type is not None and record.gpu_type not in types:
+        was.append(f"gpuType {record.gpu_type} (now gpuTypes {types})")  # an older record
+    if not was:
+        return []
+    return [
+        f"phase {phase.name!r} is running and its GPU shape cannot change: it started with "
+        f"{' and '.join(was)}; put gpusPerNode and gpuTypes back (a new shape needs a new phase "
+        "or a new job)"
+    ]

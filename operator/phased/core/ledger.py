@@ -1,0 +1,59 @@
+"""The failure ledger's bookkeeping that several policies share."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from phased.api.v1alpha1 import FailureRecord
+from phased.core import labels
+from phased.core.model import NodeInfo
+from phased.core.times import format_time, parse_time
+
+
+def mark_replaced(
+    ledger: list[FailureRecord], lost: str | None, spare: str, now: datetime
+) -> str | None:
+    """Record that ``spare`` took the place of ``lost`` (or, when the lost node is not
+    known to the caller, of the latest open failure still without a replacement).
+
+    Every promotion of a spare while a failure is open goes through here, whichever policy
+    promoted it (the swap itself, or a pool formed anew after a gang restart), so an entry
+    never ends ``resumed`` without its ``replacedBy`` while a spare did take its place.
+    Returns the node of the entry marked, if any.
+    """
+    for i in range(len(ledger) - 1, -1, -1):
+        entry = ledger[i]
+        if entry.replaced_by is None and entry.resumed is None and lost in (None, entry.node):
+            ledger[i] = entry.model_copy(
+                update={"replaced_by": spare, "replaced": format_time(now)}
+            )
+            return entry.node
+    return None
+
+
+def encode_replaces(node: str, at: datetime) -> str:
+    return f"{node} {format_time(at)}"
+
+
+def decode_replaces(value: str | None) -> tuple[str, datetime] | None:
+    """``ANNOTATION_REPLACES`` read back; None when absent or not as Phased writes it."""
+    node, _, stamp = (value or "").partition(" ")
+    at = parse_time(stamp) if node and stamp else None
+    return (node, at) if at is not None else None
+
+
+def recover_replacements(ledger: list[FailureRecord], nodes: dict[str, NodeInfo]) -> None:
+    """Entries without a replacement whose replacement is written on a node of the pool
+    (a status write lost after the promotion) get it back."""
+    for node in nodes.values():
+        found = decode_replaces(node.annotations.get(labels.ANNOTATION_REPLACES))
+        if found is None:
+            continue
+        lost, at = found
+        for i, entry in enumerate(ledger):
+            detected = parse_time(entry.detected)
+            fits = entry.node == lost and detected is not None and detected <= at
+            if fits and entry.replaced_by is None:
+                ledger[i] = entry.model_copy(
+                    update={"replaced_by": node.name, "replaced": format_time(at)}
+                )

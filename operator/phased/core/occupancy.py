@@ -1,0 +1,79 @@
+"""Pods on a node: which keep it from being claimed, and which must leave once it is active.
+
+A pod **counts for nothing** when a DaemonSet owns it (node agents run on every node and
+tolerate every taint), when it is a static pod (its mirror: the kubelet runs it from a
+file and nothing can evict it), when it has finished (Succeeded or Failed), or when it is
+already being deleted.
+
+**Claiming.** Any other pod keeps the node out (``RunningPods``), except pods of a
+PriorityClass listed in ``settings.preemptiblePriorityClasses``: the cluster admin declared
+those displaceable. The operator's own pod always keeps its node out (it is never
+displaced), whatever its class.
+
+**Guests.** When a node of the job becomes active (a spare promoted, a node claimed as
+active), the pods that must leave are those that count, are not this job's workers and are
+not the operator's pod, and either
+
+* arrived after the claim: created strictly after the node's ``phased.dev/claimed-at``
+  (they came to borrow it, e.g. by tolerating a Preemptible spare's taint), or
+* are of a preemptible PriorityClass.
+
+Any other pod that counts was there before the claim: a claim would not have been made
+with it there, so it raced the claim, or the node was claimed before these rules. It is
+left alone and reported, and so are all pods of a node without a readable ``claimed-at``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from phased.core.model import JobRef, NodePod
+from phased.core.settings import Settings
+
+
+def counts(pod: NodePod) -> bool:
+    """The pod occupies the node (module docstring)."""
+    return not (pod.daemon or pod.mirror or pod.terminal or pod.deleting)
+
+
+def preemptible(pod: NodePod, settings: Settings) -> bool:
+    return (
+        not pod.operator
+        and bool(pod.priority_class)
+        and pod.priority_class in settings.preemptible_priority_classes
+    )
+
+
+def blocking(pods: Iterable[NodePod], settings: Settings) -> list[NodePod]:
+    """The pods that keep their node from being claimed."""
+    return [p for p in pods if counts(p) and not preemptible(p, settings)]
+
+
+def displaceable(pods: Iterable[NodePod], settings: Settings) -> list[NodePod]:
+    """Pods of a preemptible class on a node that may be claimed: they leave when it is
+    active."""
+    return [p for p in pods if counts(p) and preemptible(p, settings)]
+
+
+@dataclass(frozen=True)
+class Guests:
+    evict: tuple[NodePod, ...]  # must leave
+    stay: tuple[NodePod, ...]  # there before the claim: left alone, reported
+
+
+def guests(
+    pods: Iterable[NodePod], job: JobRef, claimed_at: datetime | None, settings: Settings
+) -> Guests:
+    """Who must leave a node of ``job`` that became active (module docstring). The job's
+    workers are its pods: the job's UID label, in the job's namespace."""
+    evict: list[NodePod] = []
+    stay: list[NodePod] = []
+    for pod in sorted(pods, key=lambda p: p.key):
+        worker = pod.job_uid == job.uid and pod.namespace == job.namespace
+        if not counts(pod) or worker or pod.operator:
+            continue
+        after = claimed_at is not None and pod.created is not None and pod.created > claimed_at
+        (evict if after or preemptible(pod, settings) else stay).append(pod)
+    return Guests(tuple(evict), tuple(stay))

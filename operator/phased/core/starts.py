@@ -1,0 +1,100 @@
+"""Workers that do not start: Pending past ``failurePolicy.pendingGrace`` is a failed start.
+
+A worker of the running generation is *stuck* when it is still Pending ``pendingGrace``
+after it was created and its node, if it has one, is Ready and under no suspicion (a node
+failure is answered by failure handling, not here). Why it waits is read from the pod: a
+container's waiting reason (``ErrImagePull``, ``ImagePullBackOff``,
+``CreateContainerConfigError``, ...) or the scheduler's (``Unschedulable``, with its
+message).
+
+Stuck workers turn ``WorkersPending`` True (one Warning event ``WorkersStuckPending``) and
+are a failed start: the phase retries it ``pendingRestarts`` times (default 1, counted per
+phase in ``status.phases[].pendingRestarts``) — a new generation (``restartScope: Gang``) or
+the stuck ranks recreated (``Worker``) — and then the job fails with reason
+``WorkersStuckPending``, since a bad image or a worker that fits no node does not mend by
+waiting. The retries count as restarts, not against ``restartBudget`` (which counts workers
+failing on healthy nodes). Until the grace runs out decide asks to be called again when it
+would. ``WorkersPending`` turns False once no worker of the generation is Pending.
+"""
+
+from __future__ import annotations
+
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import RestartScope
+from phased.core.conditions import ConditionType
+from phased.core.draft import WARNING, Draft
+from phased.core.model import DeletePod, PodInfo, PodPhase
+from phased.core.phases import fail, generation_pods, live, world_of
+from phased.core.recovery import gang_restart, replace_ranks
+
+
+def _why(pod: PodInfo) -> str:
+    reason = pod.waiting_reason or "Pending"
+    return f"{pod.name}: {reason}" + (f" ({pod.waiting_message})" if pod.waiting_message else "")
+
+
+def stuck_workers(draft: Draft) -> list[PodInfo]:
+    """The generation's workers Pending past the grace (and ask to look again at the next)."""
+    grace = parse_duration(draft.spec.failure_policy.pending_grace)
+    held_back = draft.suspect_nodes | draft.breaker_nodes
+    deleted = draft.deleted_pods()
+    stuck: list[PodInfo] = []
+    for pod in live(generation_pods(draft)):
+        if pod.phase != PodPhase.PENDING or pod.name in deleted or pod.created is None:
+            continue
+        if pod.node_name is not None:
+            node = draft.nodes.get(pod.node_name)
+            if node is None or not node.ready or pod.node_name in held_back:
+                continue
+        left = grace - (draft.now - pod.created).total_seconds()
+        if left > 0:
+            draft.later(left)
+            continue
+        stuck.append(pod)
+    return sorted(stuck, key=lambda p: p.name)
+
+
+def tend_starts(draft: Draft) -> None:
+    """Answer workers stuck Pending: retry the start within ``pendingRestarts``, then fail."""
+    stuck = stuck_workers(draft)
+    if not stuck:
+        pending = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.PENDING]
+        if not pending:
+            draft.condition(ConditionType.WORKERS_PENDING, False, "Started", "")
+        return
+    policy = draft.spec.failure_policy
+    shown = "; ".join(_why(p) for p in stuck[:5]) + (
+        f"; and {len(stuck) - 5} more" if len(stuck) > 5 else ""
+    )
+    message = (
+        f"{len(stuck)} worker(s) of phase {draft.phase.name} still Pending after "
+        f"pendingGrace {policy.pending_grace}: {shown}"
+    )
+    draft.condition(
+        ConditionType.WORKERS_PENDING,
+        True,
+        "StuckPending",
+        message,
+        WARNING,
+        event_reason="WorkersStuckPending",
+    )
+    used = draft.record.pending_restarts
+    if used >= policy.pending_restarts:
+        fail(
+            draft,
+            "WorkersStuckPending",
+            f"{message}; the {policy.pending_restarts} retried start(s) allowed by "
+            "failurePolicy.pendingRestarts are spent",
+        )
+        return
+    draft.update_record(pending_restarts=used + 1, restarts=draft.record.restarts + 1)
+    draft.set(restarts=draft.status.restarts + 1)
+    why = f"worker(s) stuck Pending: {', '.join(p.name for p in stuck)}"
+    if policy.restart_scope == RestartScope.GANG:
+        gang_restart(draft, why)
+        return
+    pods = generation_pods(draft)
+    world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
+    for pod in stuck:
+        draft.act(DeletePod(pod.name, reason=why))
+    replace_ranks(draft, pods, [p.rank for p in stuck if p.rank is not None], world)

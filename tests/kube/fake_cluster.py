@@ -1,0 +1,143 @@
+"""An in-memory stand-in for the API server, behind the same ``request`` the kube verbs call.
+
+It keeps Nodes, Pods and TrainingJobs as raw dicts and answers the requests the verbs make:
+GET/LIST/merge-PATCH (with the resourceVersion precondition) on Nodes, LIST of pods by
+``spec.nodeName``, evictions (refused with 429 for pods a disruption budget protects),
+deletes, and GET of a TrainingJob. Anything else fails the test.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+from phased.kube.client import JSON, Conflict, KubeError, NotFound
+
+_NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
+_POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/eviction)?$")
+_JOB = re.compile(r"^/apis/phased\.dev/v1alpha1/namespaces/(?P<ns>[^/]+)/trainingjobs/(?P<n>.+)$")
+
+
+def merge(target: JSON, patch: JSON) -> None:
+    """RFC 7386 merge patch, in place."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeCluster:
+    def __init__(self) -> None:
+        self.nodes: dict[str, JSON] = {}
+        self.pods: list[JSON] = []
+        self.jobs: dict[tuple[str, str], JSON] = {}
+        self.protected: set[tuple[str, str]] = set()  # pods a disruption budget holds
+        self.calls: list[tuple[str, str]] = []  # (method, path)
+        self.after_patch: Callable[[str], None] | None = None
+        self._rv = 100
+
+    # -- building the cluster -----------------------------------------------------------------
+
+    def add_node(self, name: str, labels: dict[str, str] | None = None, **extra: Any) -> JSON:
+        self._rv += 1
+        raw: JSON = {
+            "metadata": {
+                "name": name,
+                "resourceVersion": str(self._rv),
+                "labels": dict(labels or {}),
+                "annotations": dict(extra.pop("annotations", {})),
+            },
+            "spec": dict(extra.pop("spec", {})),
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        self.nodes[name] = raw
+        return raw
+
+    def add_pod(self, namespace: str, name: str, node: str, **meta: Any) -> JSON:
+        raw: JSON = {
+            "metadata": {"namespace": namespace, "name": name, **meta},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running"},
+        }
+        self.pods.append(raw)
+        return raw
+
+    def pod(self, namespace: str, name: str) -> JSON | None:
+        for raw in self.pods:
+            meta = raw["metadata"]
+            if (meta["namespace"], meta["name"]) == (namespace, name):
+                return raw
+        return None
+
+    def patches(self) -> list[str]:
+        return [path for method, path in self.calls if method == "PATCH"]
+
+    # -- the API ------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        *,
+        resource: str,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        retry: bool = True,
+    ) -> JSON:
+        self.calls.append((method, path))
+        if path == "/api/v1/nodes" and method == "GET":
+            return {"items": copy.deepcopy(list(self.nodes.values()))}
+        if match := _NODE.match(path):
+            return self._node(method, match["name"], body, resource)
+        if path == "/api/v1/pods" and method == "GET":
+            wanted = str((query or {}).get("fieldSelector", "")).removeprefix("spec.nodeName=")
+            return {
+                "items": copy.deepcopy([p for p in self.pods if p["spec"]["nodeName"] == wanted])
+            }
+        if match := _POD.match(path):
+            return self._pod(method, match["ns"], match["name"], bool(match["sub"]), resource)
+        if (match := _JOB.match(path)) and method == "GET":
+            job = self.jobs.get((match["ns"], match["n"]))
+            if job is None:
+                raise NotFound(404, "NotFound", "no such job", verb, resource)
+            return copy.deepcopy(job)
+        raise AssertionError(f"the fake API does not serve {method} {path}")
+
+    def _node(self, method: str, name: str, body: Any, resource: str) -> JSON:
+        node = self.nodes.get(name)
+        if node is None:
+            raise NotFound(404, "NotFound", name, method, resource)
+        if method == "GET":
+            return copy.deepcopy(node)
+        assert method == "PATCH"
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != node["metadata"]["resourceVersion"]:
+            raise Conflict(409, "Conflict", "the object has been modified", "patch", resource)
+        patch = copy.deepcopy(body)
+        patch["metadata"].pop("resourceVersion", None)
+        merge(node, patch)
+        self._rv += 1
+        node["metadata"]["resourceVersion"] = str(self._rv)
+        if self.after_patch is not None:
+            self.after_patch(name)
+        return copy.deepcopy(node)
+
+    def _pod(self, method: str, ns: str, name: str, eviction: bool, resource: str) -> JSON:
+        raw = self.pod(ns, name)
+        if raw is None:
+            raise NotFound(404, "NotFound", name, method, resource)
+        if eviction:
+            assert method == "POST"
+            if (ns, name) in self.protected:
+                raise KubeError(429, "TooManyRequests", "disruption budget", "create", resource)
+        else:
+            assert method == "DELETE"
+        raw["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:00Z"
+        return {}
