@@ -279,11 +279,18 @@ def nodes(core: Any, label_selector: str = "") -> list[Any]:
     return list(core.list_node(label_selector=label_selector).items)
 
 
-def gpu_nodes(core: Any, product: str | None = None, resource: str = NVIDIA_GPU) -> list[Any]:
-    """Nodes with ``resource`` capacity, optionally of one ``nvidia.com/gpu.product``."""
-    selector = f"nvidia.com/gpu.product={product}" if product else ""
+def gpu_nodes(
+    core: Any, product: str | None = None, resource: str = NVIDIA_GPU, real: bool = False
+) -> list[Any]:
+    """Nodes with ``resource`` capacity, optionally of one ``nvidia.com/gpu.product``: the
+    simulated ones the suite's operator manages (its ``nodeSelector`` is ``type!=real``), or
+    with ``real`` the real nodes."""
+    selectors = [f"nvidia.com/gpu.product={product}"] if product else []
+    selectors.append(REAL_NODE_LABEL if real else REAL_NODE_LABEL.replace("=", "!="))
     return [
-        n for n in nodes(core, selector) if int((n.status.capacity or {}).get(resource, "0")) > 0
+        n
+        for n in nodes(core, ",".join(selectors))
+        if int((n.status.capacity or {}).get(resource, "0")) > 0
     ]
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 from e2e import lib
@@ -186,7 +187,8 @@ def _guest(name: str, node: str, app: str) -> dict[str, Any]:
 
 def _budget_in_force(core: Any, namespace: str, name: str) -> bool:
     """The disruption controller has counted the guarded pod: no disruption allowed."""
-    budget = core.read_namespaced_pod_disruption_budget(name, namespace).status
+    policy = kubernetes.client.PolicyV1Api(core.api_client)
+    budget = policy.read_namespaced_pod_disruption_budget(name, namespace).status
     return bool(
         budget is not None
         and budget.observed_generation
