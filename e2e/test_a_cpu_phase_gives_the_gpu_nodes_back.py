@@ -69,7 +69,10 @@ def test_the_gpu_nodes_go_back_when_the_last_phase_runs_on_cpu(
         st = status(kubectl, namespace, "ends-on-cpu")
         held = nodes_of(core, uid)
         if st.get("phase") == "train" and st.get("state") == "Running":
-            gpu_held_in_train |= set(held)
+            # The status's own pool, written with its phase: the nodes read just after may
+            # already be the next phase's (claimed before that status is written).
+            pool = st.get("pool") or {}
+            gpu_held_in_train |= set(pool.get("active") or []) | set(pool.get("spares") or [])
         if st.get("phase") == "export" and st.get("state") == "Running":
             export_pools.append(held)
         if st.get("state") in ("Succeeded", "Failed"):
