@@ -11,7 +11,7 @@ from typing import Any
 
 from e2e import lib
 from e2e.harness import Operator
-from e2e.operator_fixtures import apply, get_job, live_workers, nodes_of, status
+from e2e.operator_fixtures import apply, get_job, live_workers, status
 
 GPU_RESOURCES = (lib.NVIDIA_GPU, lib.ASCEND_NPU)
 CPU_PRICE = 0.8  # e2e/settings.yaml: cpu.pricePerNodeHour
@@ -62,17 +62,17 @@ def test_the_gpu_nodes_go_back_when_the_last_phase_runs_on_cpu(
     uid = get_job(kubectl, namespace, "ends-on-cpu")["metadata"]["uid"]
 
     gpu_held_in_train: set[str] = set()
-    export_pools: list[dict[str, str]] = []
+    export_pools: list[set[str]] = []
     st: dict[str, Any] = {}
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         st = status(kubectl, namespace, "ends-on-cpu")
-        held = nodes_of(core, uid)
+        # The pool as the status has it, written together with its phase: nodes read from the
+        # API a moment later may already be the next phase's (or given back at the end).
+        pool = st.get("pool") or {}
+        held = set(pool.get("active") or []) | set(pool.get("spares") or [])
         if st.get("phase") == "train" and st.get("state") == "Running":
-            # The status's own pool, written with its phase: the nodes read just after may
-            # already be the next phase's (claimed before that status is written).
-            pool = st.get("pool") or {}
-            gpu_held_in_train |= set(pool.get("active") or []) | set(pool.get("spares") or [])
+            gpu_held_in_train |= held
         if st.get("phase") == "export" and st.get("state") == "Running":
             export_pools.append(held)
         if st.get("state") in ("Succeeded", "Failed"):
