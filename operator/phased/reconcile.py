@@ -112,6 +112,19 @@ def format_spec_error(exc: ValidationError) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
+def _resource_version(raw: dict[str, Any]) -> str:
+    return str((raw.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _older(rv: str, than: str) -> bool:
+    """``rv`` is a version before ``than``. Resource versions are opaque to clients; the API
+    server's are etcd revisions, which grow. Anything else is taken as not older."""
+    try:
+        return int(rv) < int(than)
+    except ValueError:
+        return False
+
+
 @dataclass
 class JobEntry:
     """What the operator remembers about a job between passes (all of it rebuildable)."""
@@ -199,14 +212,18 @@ class Reconciler:
                 self.metrics.forget_job(ref.namespace, ref.name)
             return
         entry = self.jobs.get(ref.uid)
-        rv = str((raw.get("metadata") or {}).get("resourceVersion", ""))
+        rv = _resource_version(raw)
         if entry is None:
             self.jobs[ref.uid] = JobEntry(ref=ref, raw=raw)
-        else:
+        elif not _older(rv, _resource_version(entry.raw)):
             echo = rv and rv == entry.own_resource_version
             entry.ref, entry.raw = ref, raw
             if echo:
                 return  # our own status write coming back: nothing new to decide
+        # else: the watch lags the responses to our own writes, and this version is older
+        # than the one held (which includes it). Taking it would roll the view back, and the
+        # next status write would undo what was written since. Decide again on what is
+        # held: the pass that wrote it may not have seen this change.
         self.trigger(ref.uid)
 
     def node_event(self, event_type: str | None, raw: dict[str, Any]) -> None:

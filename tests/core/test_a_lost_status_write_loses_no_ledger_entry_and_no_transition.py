@@ -5,7 +5,7 @@ from dataclasses import replace
 from phased.api.v1alpha1 import FailureRecord, JobState, NodeRole, PhaseState, TrainingJobStatus
 from phased.core import labels
 from phased.core.decide import decide
-from phased.core.model import CreatePod, PodPhase, SetNodeRole
+from phased.core.model import CreatePod, EmitEvent, PodPhase, SetNodeRole
 from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_quarantine
 from phased.core.times import format_time
 from tests.core.builders import (
@@ -97,6 +97,26 @@ def test_a_generation_created_before_the_crash_is_not_created_again():
         snapshot(spec(phase("train", 2, 2)), held, pods, status, service_exists=True), SETTINGS, T0
     )
     assert plan.status.restart_generation == 3 and of_type(plan, CreatePod) == []
+
+
+def test_a_phase_start_lost_with_the_status_write_is_read_back_from_its_first_worker():
+    """The pass that created the workers recorded the phase's start, and its status write
+    was lost: the start is the first worker's creation, not a later pass's clock."""
+    held = [owned(n, NodeRole.ACTIVE) for n in nodes("a", 2)]
+    pods = [
+        replace(pod(f"llm-train-g0-{i}", "train", i, world=2, node_name=f"a0{i}"), created=at(i))
+        for i in range(2)
+    ]
+    status = TrainingJobStatus(phase="train", world_size=2, state=JobState.RUNNING)
+    the_spec = spec(phase("train", 2, 2))
+    plan = decide(snapshot(the_spec, held, pods, status, service_exists=True), SETTINGS, at(60))
+    record = plan.status.phases[0]
+    assert record.start_time == format_time(T0) and record.state == PhaseState.RUNNING
+    assert not [e for e in of_type(plan, EmitEvent) if e.reason == "PhaseStarted"]  # said then
+    again = decide(
+        snapshot(the_spec, held, pods, plan.status, service_exists=True), SETTINGS, at(90)
+    )
+    assert again.status.phases[0].start_time == format_time(T0)
 
 
 def test_a_rank_whose_create_was_lost_is_created_alone():

@@ -66,7 +66,12 @@ from phased.core.phases import (
 from phased.core.pools import CPU_TYPE, gpu_kind
 from phased.core.recovery import handle_failures, recover_ledger, return_healed, tend_generation
 from phased.core.settings import Settings
-from phased.core.sizing import phase_type, release_misfits, size_and_start
+from phased.core.sizing import (
+    phase_type,
+    recover_phase_start,
+    release_misfits,
+    size_and_start,
+)
 from phased.core.starts import tend_starts
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.validate import spec_problems
@@ -116,6 +121,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         if draft.status.state in TERMINAL:
             return _finish(draft, finished=settle(draft))
     type_key = phase_type(draft)
+    recover_phase_start(draft, type_key)
     if not live(generation_pods(draft)):
         release_misfits(draft, type_key)
     handle_failures(draft, type_key)

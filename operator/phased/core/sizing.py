@@ -35,6 +35,8 @@ Warning event naming them and why.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import AdmissionTimeoutAction, JobState, NodeRole, PhaseState
 from phased.core import checkpoints
@@ -344,19 +346,34 @@ def start_generation(draft: Draft, type_key: str) -> bool:
         draft.act(CreatePod(manifest=worker.manifest()))
     draft.set(world_size=world)
     if draft.record.start_time is None:
-        draft.update_record(
-            start_time=format_time(draft.now),
-            gpu_type=type_key or None,
-            state=PhaseState.RUNNING,
-            gpus_per_node=draft.phase.gpus_per_node,
-            gpu_types=[t.value for t in draft.phase.gpu_types],
-        )
+        _record_start(draft, type_key, draft.now)
         gpu_nodes = sum(1 for n in actives if gpu_kind(n, draft.settings) is not None)
         on = f"{world} {_label(type_key)} nodes"
         if type_key == CPU_TYPE and gpu_nodes:  # only with cpu.allowGpuNodes
             on = f"{world} nodes ({gpu_nodes} of them GPU nodes, billed as such)"
         draft.event(NORMAL, "PhaseStarted", f"phase {draft.phase.name} started on {on}")
     return True
+
+
+def _record_start(draft: Draft, type_key: str, start: datetime) -> None:
+    draft.update_record(
+        start_time=format_time(start),
+        gpu_type=type_key or None,
+        state=PhaseState.RUNNING,
+        gpus_per_node=draft.phase.gpus_per_node,
+        gpu_types=[t.value for t in draft.phase.gpu_types],
+    )
+
+
+def recover_phase_start(draft: Draft, type_key: str) -> None:
+    """A phase whose workers exist but whose record has no start: the status write that
+    recorded it was lost. The start is the creation of the phase's first worker, so the
+    record, ``maxDuration`` and the timeline keep the time the phase really began."""
+    if draft.record.start_time is not None:
+        return
+    created = [p.created for p in draft.phase_pods() if p.created is not None]
+    if created:
+        _record_start(draft, type_key, min(created))
 
 
 def size_and_start(draft: Draft, type_key: str) -> None:
