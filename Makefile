@@ -24,7 +24,7 @@ cluster-status: ## Show the local cluster's processes, nodes and kubeconfig
 	@bash e2e/cluster/status.sh
 
 ##@ Development
-.PHONY: install lock lint unit e2e test demo
+.PHONY: install lock lint unit e2e test demo demo-jax
 # The lock files: exact versions with hashes, for every platform, Python 3.11.
 LOCK := $(PYTHON) -m uv pip compile --quiet --generate-hashes --universal --python-version 3.11
 PIP := $(PYTHON) -m pip install --quiet --disable-pip-version-check
@@ -38,9 +38,10 @@ lock: ## Refresh requirements/*.txt from pyproject.toml (LOCK_FLAGS=--upgrade to
 	$(LOCK) $(LOCK_FLAGS) pyproject.toml --extra dev -o requirements/dev.txt
 	$(LOCK) $(LOCK_FLAGS) pyproject.toml -c requirements/dev.txt -o requirements/runtime.txt
 	$(LOCK) $(LOCK_FLAGS) requirements/build.in -o requirements/build.txt
+	$(LOCK) $(LOCK_FLAGS) --no-deps requirements/trainer.in -o requirements/trainer.txt
 
 lint: ## ruff, mypy --strict, the import-layer contracts, the chart's CRD copy
-	ruff check operator tests e2e bench hack
+	ruff check operator tests e2e bench hack examples
 	ruff format --check operator
 	mypy
 	lint-imports
@@ -59,6 +60,9 @@ test: install lint unit ## Everything CI runs: lint, unit tests, then e2e on a f
 
 demo: install ## A local cluster, the operator, and a four-phase job to watch (with a node failure)
 	@PYTHON=$(PYTHON) $(PYTHON) e2e/demo.py
+
+demo-jax: install ## The JAX example training on the real nodes through a stopped kubelet (root)
+	@PYTHON=$(PYTHON) $(PYTHON) e2e/demo.py --jax
 
 .PHONY: bench
 bench: ## The offline benchmarks (fixed sizing, failure simulation); see bench/README.md

@@ -23,6 +23,7 @@ for p in (str(_E2E.parent), str(_E2E)):  # `from e2e.lib import ...`, `from clus
 
 from e2e import lib  # noqa: E402
 from e2e.operator_fixtures import crd, operator  # noqa: E402, F401 - fixtures for every module
+from e2e.real_nodes import real, real_operator  # noqa: E402, F401 - for the real-node modules
 
 _checked: dict[str, Any] = {}
 

@@ -6,6 +6,11 @@ the job every second: phase, state, nodes by role, workers, the failure ledger. 
 training phase it makes one active node NotReady; you watch Phased cordon it and promote a
 spare. It ends with a summary when the job has succeeded. The cluster stays up afterwards
 (`make cluster-down` stops it).
+
+With ``--jax`` (``make demo-jax``) it runs a real training program instead: the JAX example
+(examples/jax-data-parallel) on two of the cluster's real nodes, with a spare and a checkpoint
+volume. Once two checkpoints are reported it stops the kubelet of rank 1's node; you watch
+Phased swap the spare in and the new generation resume from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,11 +40,17 @@ def get_json(kubectl: lib.Kubectl, *args: str) -> Any:
     return json.loads(kubectl(*args, "-o", "json"))
 
 
-def view(job: dict[str, Any], pods: list[dict[str, Any]], started: float, note: str) -> str:
+def view(
+    job: dict[str, Any],
+    pods: list[dict[str, Any]],
+    started: float,
+    note: str,
+    namespace: str = NAMESPACE,
+) -> str:
     status = job.get("status") or {}
     pool = status.get("pool") or {}
     lines = [
-        f"Phased demo — TrainingJob {NAMESPACE}/{job['metadata']['name']}"
+        f"Phased demo — TrainingJob {namespace}/{job['metadata']['name']}"
         f"   elapsed {time.monotonic() - started:5.0f}s",
         "",
         f"  state   {status.get('state', '-'):<12} phase {status.get('phase') or '-'}"
@@ -92,6 +104,9 @@ def main() -> int:
     parser.add_argument("--no-failure", action="store_true", help="do not fail a node")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--plain", action="store_true", help="append views instead of redrawing")
+    parser.add_argument(
+        "--jax", action="store_true", help="the JAX example on the real nodes (needs root)"
+    )
     args = parser.parse_args()
 
     subprocess.run(["bash", str(REPO / "e2e" / "cluster" / "up.sh")], check=True)
@@ -100,6 +115,8 @@ def main() -> int:
     kubectl("apply", "-f", str(CRD))
     kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
     kubectl.run("create", "namespace", NAMESPACE, check=False)
+    if args.jax:
+        return jax_demo(args, config, kubectl)
     log = Path(os.environ.get("PHASED_DEMO_LOG", "/tmp/phased-demo-operator.log"))
     operator = Operator(config, log).start()
     # A job left by an earlier demo: the operator releases its nodes and lets it go; a node
@@ -159,6 +176,61 @@ def main() -> int:
         config,
         "get tj -A`; stop it with `make cluster-down`.",
     )
+    return 0 if status.get("state") == "Succeeded" else 1
+
+
+def jax_demo(args: argparse.Namespace, config: str, kubectl: lib.Kubectl) -> int:
+    """The JAX example on the real nodes through a stopped kubelet (see the docstring)."""
+    from e2e import real_nodes
+
+    core = lib.core_v1(config)
+    real = lib.real_nodes(core)
+    if len(real) < 3:
+        print(f"the JAX demo needs 3 real nodes, the cluster has {len(real)} (run as root)")
+        return 1
+    name, every = "jax-data-parallel", 10
+    namespace = lib.create_namespace(core, "demo-jax")
+    log = Path(os.environ.get("PHASED_DEMO_LOG", "/tmp/phased-demo-operator.log"))
+    work = Path(tempfile.mkdtemp(prefix="phased-demo-"))
+    with (
+        real_nodes.operator_on(config, core, real, work, log),
+        real_nodes.host_checkpoint_volume(core, namespace) as (storage_class, _),
+    ):
+        real_nodes.create_jax_program(core, namespace)
+        job = real_nodes.jax_training_job(name, storage_class, steps=360, every=every, pace=0.4)
+        kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(job))
+        started, stopped, note = time.monotonic(), "", "waiting for the first checkpoints"
+        while time.monotonic() - started < args.timeout:
+            job = get_json(kubectl, "get", "trainingjob", name, "-n", namespace)
+            pods = get_json(kubectl, "get", "pods", "-n", namespace, "-l", f"phased.dev/job={name}")
+            status = job.get("status") or {}
+            record = (status.get("phases") or [{}])[0]
+            last = record.get("lastCheckpoint") or {}
+            if not stopped and last.get("step", 0) >= 2 * every:
+                rank1 = [
+                    p for p in pods["items"] if p["metadata"]["labels"]["phased.dev/rank"] == "1"
+                ]
+                stopped = rank1[-1]["spec"]["nodeName"]
+                lib.stop_kubelet(stopped)
+                note = f"stopped the kubelet of {stopped}: a silent node, NotReady in ~1 min"
+            shown = note
+            if last:
+                shown += (
+                    f"\n  >> last checkpoint: step {last['step']} of generation "
+                    f"{last.get('generation', 0)} ({last.get('path', '')})"
+                )
+            frame = view(job, pods["items"], started, shown, namespace)
+            print(("" if args.plain else CLEAR) + frame, flush=True)
+            if status.get("state") in ("Succeeded", "Failed"):
+                break
+            time.sleep(1)
+    for failure in status.get("failures", []):
+        print(
+            f"failure of {failure['node']}: resumed from step {failure.get('resumeStep')}, "
+            f"{failure.get('lostWorkSeconds') or 0:.1f}s of work lost, "
+            f"interrupted {failure.get('interruptionSeconds', 0):.1f}s"
+        )
+    print(f"TrainingJob {namespace}/{name}: {status.get('state')} (operator log: {log})")
     return 0 if status.get("state") == "Succeeded" else 1
 
 

@@ -10,26 +10,15 @@ them, failed without them under CI."""
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from e2e import lib
-from e2e.harness import TEST_SETTINGS, Operator
-from e2e.operator_fixtures import (
-    LOGS,
-    apply,
-    get_job,
-    live_workers,
-    nodes_of,
-    release_quarantined,
-    status,
-)
+from e2e.harness import Operator
+from e2e.operator_fixtures import apply, get_job, nodes_of, status
+from e2e.real_nodes import DNS_IP, events, generation_running
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -83,7 +72,6 @@ say("done")
 """
 
 IMAGE = lib.real_node_settings()["PHASED_WORKER_IMAGE"]
-DNS_IP = lib.real_node_settings()["PHASED_NODES_DNS_IP"]
 
 
 def training_job(name: str) -> dict[str, Any]:
@@ -103,89 +91,6 @@ def training_job(name: str) -> dict[str, Any]:
             "phases": [{"name": "prepare", **phase}, {"name": "train", **phase}],
         },
     }
-
-
-@pytest.fixture(scope="module")
-def real(core: Any) -> list[str]:
-    names = lib.real_nodes(core)
-    if len(names) < 3:
-        why = (
-            f"needs 3 real nodes, the cluster has {len(names)}: start it with `make cluster` "
-            "as root (PHASED_REAL_NODES=3, the default)"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    not_ready = [n for n in names if lib.node_ready(core, n) != "True"]
-    assert not not_ready, f"real nodes not Ready: {not_ready}"
-    return names
-
-
-@pytest.fixture(scope="module")
-def real_operator(
-    kubeconfig: str, crd: None, core: Any, real: list[str], tmp_path_factory: Any
-) -> Iterator[Operator]:
-    """The operator watching only the real nodes (nodeSelector type=real), which are opened
-    to it for this module (their NoSchedule taint lifted) and closed again afterwards."""
-    settings = yaml.safe_load(TEST_SETTINGS.read_text())
-    settings["nodeSelector"] = lib.REAL_NODE_LABEL
-    path = Path(tmp_path_factory.mktemp("real")) / "settings.yaml"
-    path.write_text(yaml.safe_dump(settings))
-    for node in real:
-        _set_real_taint(core, node, present=False)
-    log = LOGS / "test_real_nodes.log"
-    if log.exists():
-        log.unlink()
-    op = Operator(kubeconfig, log, settings=path).start()
-    try:
-        yield op
-    finally:
-        op.stop()
-        for node in real:
-            lib.restore_real_node(core, node)
-        release_quarantined(kubeconfig)
-        for node in real:
-            _set_real_taint(core, node, present=True)
-
-
-def _set_real_taint(core: Any, node: str, *, present: bool) -> None:
-    taints = [t for t in core.read_node(node).spec.taints or [] if t.key != lib.REAL_NODE_TAINT]
-    body = [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints]
-    if present:
-        body.append({"key": lib.REAL_NODE_TAINT, "value": "true", "effect": "NoSchedule"})
-    core.patch_node(node, {"spec": {"taints": body}})
-
-
-def events(core: Any, namespace: str, pod: str) -> list[dict[str, Any]]:
-    """The JSON lines the worker printed (its container log, read through the kubelet)."""
-    text = core.read_namespaced_pod_log(pod, namespace, container="worker")
-    out = []
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
-def generation_running(
-    core: Any, namespace: str, uid: str, phase: str, generation: int, nodes: set[str]
-) -> list[Any] | None:
-    """The phase's workers of ``generation`` once both run and have met (rendezvous)."""
-    pods = [
-        p
-        for p in live_workers(core, namespace, uid)
-        if p.metadata.labels.get("phased.dev/phase") == phase
-        and p.metadata.labels.get("phased.dev/restart-generation") == str(generation)
-        and p.status.phase == "Running"
-        and p.spec.node_name in nodes
-    ]
-    if len(pods) != 2:
-        return None
-    for pod in pods:
-        if not any(e["event"] == "rendezvous" for e in events(core, namespace, pod.metadata.name)):
-            return None
-    return sorted(pods, key=lambda p: int(p.metadata.labels["phased.dev/rank"]))
 
 
 def host_processes(node: str, pod: Any) -> list[int]:

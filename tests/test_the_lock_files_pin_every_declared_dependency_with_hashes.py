@@ -52,7 +52,7 @@ def test_every_declared_dependency_is_pinned_within_its_range(
         )
 
 
-@pytest.mark.parametrize("lock", ["runtime.txt", "dev.txt", "build.txt"])
+@pytest.mark.parametrize("lock", ["runtime.txt", "dev.txt", "build.txt", "trainer.txt"])
 def test_every_pin_carries_a_hash(lock: str) -> None:
     pins = _lock(lock)
     assert pins
@@ -67,3 +67,13 @@ def test_the_runtime_lock_is_the_dev_locks_runtime_part() -> None:
 
 def test_aiohttp_which_the_operator_imports_is_declared() -> None:
     assert "aiohttp" in {canonicalize_name(r.name) for r in RUNTIME}
+
+
+def test_the_trainer_lock_pins_exactly_what_trainer_in_asks_for() -> None:
+    """trainer.txt is locked without resolution: every pin of trainer.in, nothing else."""
+    asked = {}
+    for line in (ROOT / "requirements" / "trainer.in").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            asked[canonicalize_name(requirement.name)] = str(requirement.specifier).lstrip("=")
+    assert {n: v for n, (v, _) in _lock("trainer.txt").items()} == asked

@@ -1,6 +1,6 @@
 # Build (or reuse from the cache) what the real nodes need: kubelet, containerd
-# (with ctr and the runc shim), the CNI plugins, CoreDNS, and the two local
-# images (pause, worker). runc comes from the distribution (apt-get install runc).
+# (with ctr and the runc shim), the CNI plugins, CoreDNS, and the local images
+# (pause, worker, jax). runc comes from the distribution (apt-get install runc).
 # Sourced by build.sh (it uses its step/die/need_go/with_heartbeat/wrapper_module);
 # `bash e2e/cluster/build.sh nodes` builds only these.
 # shellcheck shell=bash
@@ -128,12 +128,14 @@ GO
 }
 
 build_images() {
-  if [[ -f "$PHASED_IMAGES/pause.oci.tar" && -f "$PHASED_IMAGES/worker.oci.tar" ]]; then
+  if [[ -f "$PHASED_IMAGES/pause.oci.tar" && -f "$PHASED_IMAGES/worker.oci.tar" && -f "$PHASED_JAX_ARCHIVE" ]]; then
     step "images: cached in $PHASED_IMAGES"; return
   fi
-  step "images: building pause and worker (OCI archives, from local packages)"
-  "${PYTHON:-python3}" "$here/images.py" --out "$PHASED_IMAGES" \
-    --pause "$PHASED_PAUSE_IMAGE" --worker "$PHASED_WORKER_IMAGE" 2>&1 | sed -u 's/^/  /'
+  step "images: building pause, worker and jax (OCI archives, from local packages and locked wheels)"
+  with_heartbeat "images" bash -c "set -o pipefail; '${PYTHON:-python3}' '$here/images.py' --out '$PHASED_IMAGES' \
+    --pause '$PHASED_PAUSE_IMAGE' --worker '$PHASED_WORKER_IMAGE' \
+    --jax '$PHASED_JAX_REQUIREMENTS' --jax-image '$PHASED_JAX_IMAGE' --jax-out '$PHASED_JAX_ARCHIVE' 2>&1 | sed -u 's/^/  /'"
+  step "images: built in $PHASED_IMAGES ($(du -sh "$PHASED_IMAGES" | cut -f1))"
 }
 
 build_nodes() {

@@ -1,12 +1,17 @@
 """Build the real nodes' images as OCI archives, without a registry.
 
     python3 e2e/cluster/images.py --out DIR [--pause NAME] [--worker NAME]
+                                  [--jax REQUIREMENTS --jax-image NAME --jax-out FILE]
 
 * ``pause.oci.tar``: the pod sandbox image, a static ``/pause`` compiled here from C with gcc
   (it sleeps until SIGINT/SIGTERM and reaps orphans).
 * ``worker.oci.tar``: a Debian rootfs made of this host's installed Debian packages (Python
   3.11 with its standard library, dash, coreutils, libc-bin) plus the shared libraries their
   programs need, so a real Python training program runs in it.
+* ``jax.oci.tar`` (with ``--jax REQUIREMENTS``): the worker's rootfs plus JAX on CPU and
+  NumPy, installed from the hash-locked wheels of ``requirements/trainer.txt`` (and the
+  shared libraries they need): the image of ``examples/jax-data-parallel``, whose program
+  the pods mount from a ConfigMap.
 
 Both are single-layer images for linux/amd64, written byte for byte the same on every run
 (sorted entries, zero timestamps, no owner names). ``nodes-up.sh`` imports them into each
@@ -226,18 +231,7 @@ def worker_rootfs(root: Path) -> None:
                 continue
             if os.path.lexists(path):
                 _copy(path, root)
-    # The shared libraries every program and extension module needs.
-    needed: set[str] = set()
-    for p in root.rglob("*"):
-        if p.is_file() and not p.is_symlink() and _is_elf(p):
-            out = subprocess.run(["ldd", str(p)], capture_output=True, text=True).stdout
-            for line in out.splitlines():
-                parts = line.split("=>")
-                lib = (parts[1] if len(parts) > 1 else parts[0]).strip().split(" ")[0]
-                if lib.startswith("/"):
-                    needed.add(lib)
-    for lib in sorted(needed):
-        _copy(lib, root)
+    add_libraries(root)
     # A merged /usr, as on Debian 12.
     for top in ("bin", "sbin", "lib", "lib64"):
         if os.path.islink("/" + top) and not os.path.lexists(root / top):
@@ -258,21 +252,50 @@ def worker_rootfs(root: Path) -> None:
         (root / d).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "tmp", 0o1777)
     # The image must run Python: check it here, not in a pod.
+    check_python(root, "import json, socket, hashlib, ssl")
+
+
+def add_libraries(root: Path) -> None:
+    """Copy in the host's shared libraries that the rootfs' programs and extension modules
+    need (what ldd resolves), until nothing is missing."""
+    needed: set[str] = set()
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink() and _is_elf(p):
+            out = subprocess.run(["ldd", str(p)], capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                parts = line.split("=>")
+                lib = (parts[1] if len(parts) > 1 else parts[0]).strip().split(" ")[0]
+                if lib.startswith("/"):
+                    needed.add(lib)
+    for lib in sorted(needed):
+        _copy(lib, root)
+
+
+def check_python(root: Path, statement: str) -> None:
     check = subprocess.run(
-        [
-            "chroot",
-            str(root),
-            "/usr/bin/python3",
-            "-c",
-            "import json, socket, hashlib, ssl; print('ok')",
-        ],
+        ["chroot", str(root), "/usr/bin/python3", "-c", f"{statement}; print('ok')"],
         capture_output=True,
         text=True,
     )
     if check.returncode != 0 or check.stdout.strip() != "ok":
-        raise SystemExit(
-            f"error: python3 does not run in the worker rootfs: {check.stderr.strip()}"
-        )
+        why = check.stderr.strip()
+        raise SystemExit(f"error: {statement!r} fails in the image's rootfs: {why}")
+
+
+def jax_rootfs(root: Path, requirements: Path) -> None:
+    """Install the hash-locked wheels of ``requirements`` (no dependency resolution: the
+    file lists them all) where the image's Python finds them, then their libraries."""
+    site = root / "usr/local/lib/python3.11/dist-packages"
+    subprocess.run(
+        [
+            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            "--no-deps", "--require-hashes", "--only-binary=:all:", "--no-compile",
+            "--target", str(site), "-r", str(requirements),
+        ],
+        check=True,
+    )  # fmt: skip
+    add_libraries(root)
+    check_python(root, "import jax, numpy; jax.numpy.ones(2).sum().block_until_ready()")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--pause", default="phased.local/pause:3.10")
     p.add_argument("--worker", default="phased.local/worker:py3.11")
+    p.add_argument("--jax", type=Path, help="requirements file of the JAX image (hash-locked)")
+    p.add_argument("--jax-image", default="phased.local/jax:cpu")
+    p.add_argument("--jax-out", type=Path, help="where to write it (default OUT/jax.oci.tar)")
     args = p.parse_args(argv)
+    config: dict[str, object] = {
+        "Env": [f"PATH={PATH}", "LANG=C.UTF-8"],
+        "Cmd": ["/usr/bin/python3"],
+        "WorkingDir": "/",
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="phased-images-") as tmp:
         work = Path(tmp)
@@ -291,16 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         worker_root = work / "worker-root"
         worker_root.mkdir()
         worker_rootfs(worker_root)
-        write_oci(
-            args.out / "worker.oci.tar",
-            args.worker,
-            worker_root,
-            {
-                "Env": [f"PATH={PATH}", "LANG=C.UTF-8"],
-                "Cmd": ["/usr/bin/python3"],
-                "WorkingDir": "/",
-            },
-        )
+        write_oci(args.out / "worker.oci.tar", args.worker, worker_root, config)
+        if args.jax is not None:
+            jax_root = work / "jax-root"
+            shutil.copytree(worker_root, jax_root, symlinks=True)
+            jax_rootfs(jax_root, args.jax)
+            out = args.jax_out or args.out / "jax.oci.tar"
+            write_oci(out, args.jax_image, jax_root, config)
     return 0
 
 

@@ -15,6 +15,12 @@ PHASED_IMAGES_VERSION="${PHASED_IMAGES_VERSION:-1}"
 PHASED_IMAGES="$PHASED_CACHE/images-$PHASED_IMAGES_VERSION"
 PHASED_PAUSE_IMAGE="phased.local/pause:3.10"
 PHASED_WORKER_IMAGE="phased.local/worker:py3.11"
+# The JAX image of examples/jax-data-parallel (the worker's rootfs plus JAX on CPU), tagged
+# with the hash of the lock it is built from: a new lock builds and imports a new image.
+PHASED_JAX_REQUIREMENTS="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../requirements" && pwd)/trainer.txt"
+PHASED_JAX_TAG="$(sha256sum "$PHASED_JAX_REQUIREMENTS" | cut -c1-12)"
+PHASED_JAX_IMAGE="phased.local/jax:$PHASED_JAX_TAG"
+PHASED_JAX_ARCHIVE="$PHASED_IMAGES/jax-$PHASED_JAX_TAG.oci.tar"
 
 # How many real nodes `make cluster` starts (0: none, the cluster is kwok only).
 PHASED_REAL_NODES="${PHASED_REAL_NODES:-3}"

@@ -38,7 +38,7 @@ RUNC="$(command -v runc || true)"
 for b in "$PHASED_BIN_KUBELET/kubelet" "$PHASED_BIN_CONTAINERD/containerd" "$PHASED_BIN_CONTAINERD/ctr" \
          "$PHASED_BIN_CONTAINERD/containerd-shim-runc-v2" "$PHASED_BIN_CNI/bridge" "$PHASED_BIN_CNI/host-local" \
          "$PHASED_BIN_CNI/loopback" "$PHASED_BIN_COREDNS/coredns" "$PHASED_IMAGES/pause.oci.tar" \
-         "$PHASED_IMAGES/worker.oci.tar"; do
+         "$PHASED_IMAGES/worker.oci.tar" "$PHASED_JAX_ARCHIVE"; do
   [[ -e "$b" ]] || die "missing $b: run 'bash e2e/cluster/build.sh nodes'"
 done
 cluster_state="$PHASED_KWOK_WORKDIR/clusters/$PHASED_CLUSTER_NAME"
@@ -273,9 +273,10 @@ import_images() {  # into node $1's containerd, what it lacks (one node at a tim
   local i="$1" name have img
   name="$(node_name "$i")"
   have="$(ctr_ "$i" images ls -q 2>/dev/null)"
-  for img in pause:"$PHASED_PAUSE_IMAGE" worker:"$PHASED_WORKER_IMAGE"; do
-    grep -qx "${img#*:}" <<<"$have" && continue
-    ctr_ "$i" images import "$PHASED_IMAGES/${img%%:*}.oci.tar" >"$ND/logs/import-$name.log" 2>&1 \
+  for img in "$PHASED_IMAGES/pause.oci.tar=$PHASED_PAUSE_IMAGE" \
+             "$PHASED_IMAGES/worker.oci.tar=$PHASED_WORKER_IMAGE" "$PHASED_JAX_ARCHIVE=$PHASED_JAX_IMAGE"; do
+    grep -qx "${img#*=}" <<<"$have" && continue
+    ctr_ "$i" images import "${img%%=*}" >>"$ND/logs/import-$name.log" 2>&1 \
       || { cat "$ND/logs/import-$name.log" >&2; return 1; }
   done
 }

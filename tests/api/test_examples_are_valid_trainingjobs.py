@@ -15,7 +15,8 @@ from phased.core.validate import spec_problems
 from phased.core.workers import Worker
 from tests.api.schema_walk import REPO
 
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+EXAMPLES = sorted((REPO / "examples").rglob("*.yaml"))
+IDS = [str(p.relative_to(REPO / "examples")) for p in EXAMPLES]
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def test_the_documented_examples_exist() -> None:
-    assert {p.name for p in EXAMPLES} >= {
+    assert set(IDS) >= {
         "training-100b.yaml",
         "small.yaml",
         "cpu-preprocess.yaml",
@@ -34,10 +35,11 @@ def test_the_documented_examples_exist() -> None:
         "checkpointed.yaml",
         "torchrun.yaml",
         "ascend-mindspore.yaml",
+        "jax-data-parallel/trainingjob.yaml",
     }
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLES, ids=IDS)
 def test_the_example_validates(path: Path) -> None:
     job = parse_manifest(_load(path))
     assert job.metadata.name

@@ -1,0 +1,170 @@
+"""A real distributed training program on the real nodes: examples/jax-data-parallel's JAX
+program (CPU, gloo collectives) trains across two real nodes, with the job's checkpoint
+volume (a claim Phased creates, bound here to a host directory every node mounts) and the
+program mounted from a ConfigMap through the pod template. Rank 0 reports each checkpoint to
+the operator's endpoint with the job's token.
+
+Then the kubelet of rank 1's node stops (a silent node). Phased cordons it, swaps the spare
+in and starts a new generation told to resume from the last reported checkpoint: the new
+generation's first step is the one after it, and its losses are the old generation's, step
+for step (the data of a step is fixed, so a resumed run must reproduce them exactly). The
+ledger's ``resumed`` is the new generation's first report, with the work lost since the last
+checkpoint, and the job succeeds with its final checkpoint.
+
+Needs the real nodes of ``make cluster`` (PHASED_REAL_NODES >= 3, as root) and their JAX
+image: skipped without them, failed without them under CI."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e import lib
+from e2e.harness import Operator
+from e2e.operator_fixtures import apply, get_job, live_workers, nodes_of, status
+from e2e.real_nodes import (
+    create_jax_program,
+    events,
+    generation_running,
+    host_checkpoint_volume,
+    jax_training_job,
+)
+from kubernetes import client
+
+pytestmark = pytest.mark.timeout(900)
+
+NAME = "jax"
+STEPS = 360
+EVERY = 10
+PACE = 0.4  # s per step: generation 0 still trains when its silent node is found (~60 s)
+
+
+@pytest.fixture
+def checkpoints(core: Any, namespace: str) -> Iterator[tuple[str, Path]]:
+    with host_checkpoint_volume(core, namespace) as volume:
+        yield volume
+
+
+def losses(seen: list[dict[str, Any]]) -> dict[int, float]:
+    return {e["step"]: e["loss"] for e in seen if e["event"] == "step"}
+
+
+def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
+    real_operator: Operator,
+    real: list[str],
+    kubectl: lib.Kubectl,
+    core: Any,
+    namespace: str,
+    checkpoints: tuple[str, Path],
+) -> None:
+    storage_class, directory = checkpoints
+    create_jax_program(core, namespace)
+    apply(
+        kubectl,
+        namespace,
+        jax_training_job(NAME, storage_class, steps=STEPS, every=EVERY, pace=PACE),
+    )
+    uid = get_job(kubectl, namespace, NAME)["metadata"]["uid"]
+
+    def running() -> dict[str, Any] | None:
+        st = status(kubectl, namespace, NAME)
+        pool = st.get("pool") or {}
+        full = len(pool.get("active", [])) == 2 and len(pool.get("spares", [])) == 1
+        return st if full and st.get("state") == "Running" else None
+
+    st = lib.wait_until(
+        running, 300, message=lambda: f"the job running; {status(kubectl, namespace, NAME)}"
+    )
+    active, spares = set(st["pool"]["active"]), set(st["pool"]["spares"])
+    assert active | spares <= set(real)
+
+    # Generation 0 trains on two real nodes and reports checkpoints through the endpoint.
+    pods = lib.wait_until(
+        lambda: generation_running(core, namespace, uid, "train", 0, active, printed="step"),
+        300,
+        message="generation 0 training on two real nodes",
+    )
+    assert len({p.spec.node_name for p in pods}) == 2
+
+    def checkpointed() -> dict[str, Any] | None:
+        st = status(kubectl, namespace, NAME)
+        last = (st.get("phases") or [{}])[0].get("lastCheckpoint") or {}
+        return st if last.get("step", 0) >= 2 * EVERY else None
+
+    st = lib.wait_until(checkpointed, 180, message="two checkpoints reported")
+    last = st["phases"][0]["lastCheckpoint"]
+    env = {e.name: e.value for e in pods[0].spec.containers[0].env}
+    assert env["PHASED_CHECKPOINT_DIR"] == f"/checkpoints/{NAME}/train", env
+    assert last["generation"] == 0 and last["path"].startswith(env["PHASED_CHECKPOINT_DIR"])
+    on_volume = directory / Path(last["path"]).relative_to("/checkpoints")
+    assert on_volume.is_file(), f"{last['path']} is not on the checkpoint volume"
+    first_run = events(core, namespace, pods[0].metadata.name)
+    assert losses(first_run)[1] > 0
+
+    # The kubelet of rank 1's node stops; rank 0 (its kubelet healthy) keeps training until
+    # the gang restart stops it. Its log is read while it lasts: every step it took.
+    victim = pods[1].spec.node_name
+    lib.stop_kubelet(victim)
+
+    def answered() -> dict[str, Any] | None:
+        nonlocal first_run
+        with contextlib.suppress(client.ApiException):
+            first_run = events(core, namespace, pods[0].metadata.name)
+        s = status(kubectl, namespace, NAME)
+        entries = [f for f in s.get("failures", []) if f["node"] == victim]
+        return s if entries and entries[0].get("resumed") else None
+
+    st = lib.wait_until(
+        answered,
+        300,
+        message=lambda: f"the failure of {victim} answered; {status(kubectl, namespace, NAME)}",
+    )
+    entry = next(f for f in st["failures"] if f["node"] == victim)
+    assert entry["replacedBy"] in spares and core.read_node(victim).spec.unschedulable
+    assert nodes_of(core, uid).get(victim) == "quarantined"
+    resume_step = entry["resumeStep"]
+    assert resume_step >= 2 * EVERY and resume_step % EVERY == 0, entry
+    assert entry["lostWorkSeconds"] >= 0, entry
+
+    # The new generation resumes from that checkpoint: the step after it comes next, and
+    # every step both generations took has the same loss.
+    generation = int(st["restartGeneration"])
+    healthy = (active - {victim}) | spares
+    pods = lib.wait_until(
+        lambda: generation_running(
+            core, namespace, uid, "train", generation, healthy, printed="step"
+        ),
+        240,
+        message=f"generation {generation} training on {sorted(healthy)}",
+    )
+    env = {e.name: e.value for e in pods[0].spec.containers[0].env}
+    assert env["PHASED_RESUME_STEP"] == str(resume_step), env
+    second_run = events(core, namespace, pods[0].metadata.name)
+    resumed = next(e for e in second_run if e["event"] == "resume")
+    assert resumed["step"] == resume_step and resumed["path"] == env["PHASED_RESUME_FROM"]
+    before, after = losses(first_run), losses(second_run)
+    assert min(after) == resume_step + 1, sorted(after)[:3]
+    assert resumed["loss"] == pytest.approx(before[resume_step], rel=1e-6)
+    both = sorted(set(before) & set(after))
+    for step in both:
+        assert after[step] == pytest.approx(before[step], rel=1e-5), (step, before, after)
+    assert after[min(after)] < 0.7 * before[1], "the loss went back to where training began"
+
+    # It trains to the end and the job succeeds with the final checkpoint.
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        st = status(kubectl, namespace, NAME)
+        if st.get("state") in ("Succeeded", "Failed"):
+            break
+        time.sleep(2)
+    assert st.get("state") == "Succeeded", f"{st}\n{real_operator.tail(60)}"
+    final = st["phases"][0]["lastCheckpoint"]
+    assert final["final"] and final["step"] == STEPS and final["generation"] == generation
+    done = [e for e in events(core, namespace, pods[0].metadata.name) if e["event"] == "done"]
+    assert done and done[0]["step"] == STEPS
+    workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Succeeded"]
+    assert {p.spec.node_name for p in workers} == healthy

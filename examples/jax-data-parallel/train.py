@@ -1,0 +1,172 @@
+"""Data-parallel training with JAX on CPU across the workers of a Phased phase.
+
+One process per node. The processes meet through JAX's distributed service (rank 0 serves
+it at ``MASTER_ADDR:MASTER_PORT``, which Phased gives every worker), and every step averages
+the gradients of all of them over the gloo collectives: one ``jit`` over a mesh of every
+process's device, the batch split across them, the parameters replicated. Rank 0 writes a
+checkpoint to the job's checkpoint volume every ``TRAIN_CHECKPOINT_EVERY`` steps and reports
+it to the operator (``phased_worker``); a new generation started after a node failure resumes
+from the checkpoint Phased names (``PHASED_RESUME_FROM``), so training continues at the step
+it had reached and the loss goes on from where it was.
+
+The model is a small two-layer network fitting a fixed teacher function on synthetic data:
+the batch of step ``s`` on rank ``r`` is drawn from ``(TRAIN_SEED, s, r)``, so a resumed run
+sees exactly the data the lost one would have, and its losses can be compared step by step.
+
+Knobs (environment): ``TRAIN_STEPS`` (200), ``TRAIN_CHECKPOINT_EVERY`` (10), ``TRAIN_SEED``
+(0), ``TRAIN_STEP_SECONDS`` (0: steps as fast as they go; more paces them, standing in for
+real work), ``TRAIN_BATCH_PER_WORKER`` (64), ``TRAIN_LEARNING_RATE`` (0.3),
+``TRAIN_KEEP_CHECKPOINTS`` (3). Every event is one JSON line on stdout: ``start``,
+``resume``, ``step``, ``checkpoint``, ``done``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import phased_worker
+
+IN, HIDDEN = 16, 32
+
+Params = dict[str, jax.Array]
+
+
+def knob(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    return float(value) if value else default
+
+
+def say(event: str, **data: Any) -> None:
+    print(json.dumps({"event": event, "time": time.time(), **data}), flush=True)
+
+
+def teacher(x: np.ndarray) -> np.ndarray:
+    """The function to learn: fixed, the same on every rank."""
+    w = np.random.default_rng(12345).normal(size=(IN, 1)) / np.sqrt(IN)
+    return np.sin(3.0 * (x @ w)) + 0.5 * (x @ w)
+
+
+def initial_params(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng([seed, 1])
+    return {
+        "w1": (rng.normal(size=(IN, HIDDEN)) / np.sqrt(IN)).astype(np.float32),
+        "b1": np.zeros(HIDDEN, np.float32),
+        "w2": (rng.normal(size=(HIDDEN, 1)) / np.sqrt(HIDDEN)).astype(np.float32),
+        "b2": np.zeros(1, np.float32),
+    }
+
+
+def local_batch(seed: int, step: int, rank: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng([seed, step, rank])
+    x = rng.normal(size=(size, IN)).astype(np.float32)
+    return x, teacher(x).astype(np.float32)
+
+
+def loss_fn(params: Params, x: jax.Array, y: jax.Array) -> jax.Array:
+    hidden = jnp.tanh(x @ params["w1"] + params["b1"])
+    return jnp.mean((hidden @ params["w2"] + params["b2"] - y) ** 2)
+
+
+@jax.jit
+def train_step(params: Params, x: jax.Array, y: jax.Array, lr: float) -> tuple[Params, jax.Array]:
+    # x and y are split across the processes: the mean and its gradient are global, and
+    # XLA averages the gradients over the gloo collectives.
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+
+
+def local_value(array: jax.Array) -> np.ndarray:
+    """A replicated array's value, from this process's copy."""
+    return np.asarray(array.addressable_data(0))
+
+
+def save(directory: Path, step: int, params: Params, loss: float) -> Path:
+    """Write the checkpoint completely and durably, then give it its name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"step-{step:08d}.npz"
+    tmp = directory / f".{path.name}.tmp"
+    with open(tmp, "wb") as f:
+        np.savez(f, step=step, loss=loss, **{k: local_value(v) for k, v in params.items()})
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def prune(directory: Path, keep: int) -> None:
+    for old in sorted(directory.glob("step-*.npz"))[:-keep]:
+        old.unlink(missing_ok=True)
+
+
+def main() -> int:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    steps = int(knob("TRAIN_STEPS", 200))
+    every = int(knob("TRAIN_CHECKPOINT_EVERY", 10))
+    seed = int(knob("TRAIN_SEED", 0))
+    pace = knob("TRAIN_STEP_SECONDS", 0.0)
+    batch = int(knob("TRAIN_BATCH_PER_WORKER", 64))
+    keep = int(knob("TRAIN_KEEP_CHECKPOINTS", 3))
+    lr = knob("TRAIN_LEARNING_RATE", 0.3)
+    directory = Path(os.environ.get("PHASED_CHECKPOINT_DIR", "checkpoints"))
+    coordinator = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    say("start", rank=rank, world=world, coordinator=coordinator, jax=jax.__version__)
+
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=world,
+        process_id=rank,
+        initialization_timeout=300,
+    )
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    replicated = NamedSharding(mesh, P())
+    split = NamedSharding(mesh, P("data"))
+
+    start, values = 0, initial_params(seed)
+    resume = phased_worker.resume_path()
+    if resume:
+        with np.load(resume) as ckpt:
+            start = int(ckpt["step"])
+            values = {k: ckpt[k] for k in values}
+            say("resume", path=resume, step=start, loss=float(ckpt["loss"]))
+    params = {k: jax.make_array_from_process_local_data(replicated, v) for k, v in values.items()}
+
+    loss = float("nan")
+    for step in range(start + 1, steps + 1):
+        began = time.monotonic()
+        x, y = local_batch(seed, step, rank, batch)
+        params, out = train_step(
+            params,
+            jax.make_array_from_process_local_data(split, x),
+            jax.make_array_from_process_local_data(split, y),
+            lr,
+        )
+        loss = float(local_value(out))
+        say("step", step=step, loss=loss)
+        if rank == 0 and step % every == 0 and step < steps:
+            path = save(directory, step, params, loss)
+            reported = phased_worker.report_checkpoint(step, str(path))
+            say("checkpoint", step=step, path=str(path), reported=reported)
+            prune(directory, keep)
+        time.sleep(max(0.0, pace - (time.monotonic() - began)))
+
+    if rank == 0:
+        path = save(directory, steps, params, loss)
+        reported = phased_worker.report_checkpoint(steps, str(path), final=True)
+        say("checkpoint", step=steps, path=str(path), reported=reported, final=True)
+    jax.distributed.shutdown()
+    say("done", step=steps, loss=loss)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
