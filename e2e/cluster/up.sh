@@ -216,10 +216,14 @@ step "creating simulated nodes"
 "$PYTHON" "$here/nodes.py" --kubeconfig "$PHASED_KUBECONFIG" 2>&1 | sed 's/^/  /' \
   || die "could not create the simulated nodes (message above)"
 
-step "waiting for the nodes to be Ready"
+# kwok readies a few dozen nodes a second on a small machine: 90 s plus 0.1 s a node (2,000
+# nodes: 290 s), or PHASED_NODES_READY_TIMEOUT seconds.
+simulated="$(k get nodes -l type=kwok -o name | wc -l)"
+ready_timeout="${PHASED_NODES_READY_TIMEOUT:-$(( 90 + simulated / 10 ))}"
+step "waiting for the $simulated simulated nodes to be Ready (up to ${ready_timeout}s)"
 components_alive
-k wait --for=condition=Ready node -l type=kwok --timeout=90s >/dev/null \
-  || die "nodes did not become Ready; see $cluster_state/logs/kwok-controller.log"
+k wait --for=condition=Ready node -l type=kwok --timeout="${ready_timeout}s" >/dev/null \
+  || die "nodes did not become Ready within ${ready_timeout}s; see $cluster_state/logs/kwok-controller.log"
 
 step "starting the real nodes (kubelet, containerd, CNI, CoreDNS; PHASED_REAL_NODES=0 for none)"
 PYTHON="$PYTHON" bash "$here/nodes-up.sh" 2>&1 | sed -u 's/^/  /' \
