@@ -133,7 +133,9 @@ def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
     assert nodes_of(core, uid).get(victim) == "quarantined"
     resume_step = entry["resumeStep"]
     assert resume_step >= 2 * EVERY and resume_step % EVERY == 0, entry
-    assert entry["lostWorkSeconds"] > 0, entry
+    # Rank 0 kept training (and checkpointing) while the silent node waited out the node
+    # monitor grace: the last checkpoint may come before detection or after (then 0 lost).
+    assert entry["lostWorkSeconds"] <= 2 * EVERY * PACE + 5, entry
 
     # The new generation resumes from that checkpoint: the step after it comes next, and
     # every step both generations took has the same loss.
