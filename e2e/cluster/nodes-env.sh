@@ -32,7 +32,10 @@ PHASED_REAL_NODE_KIND="${PHASED_REAL_NODE_KIND:-h100}"
 PHASED_NODES_NET="${PHASED_NODES_NET:-10.$(( 200 + PHASED_APISERVER_PORT / 1000 % 50 ))}"
 PHASED_NODES_BRIDGE="${PHASED_NODES_BRIDGE:-phb$(( PHASED_APISERVER_PORT % 100000 ))}"
 PHASED_NODES_DNS_IP="$PHASED_NODES_NET.0.2"
-# Each node's kubelet listens on BASE+10*i (API) and BASE+10*i+1 (healthz).
-PHASED_NODES_PORT_BASE="${PHASED_NODES_PORT_BASE:-$(( PHASED_APISERVER_PORT + 1000 ))}"
+# Each node's kubelet listens on BASE+10*i (API) and BASE+10*i+1 (healthz), its relay to the
+# API server on BASE+10*i+2. The base is 2000 below the API server's port: for the default
+# ports (32761-32766) that keeps them below the kernel's ephemeral range (32768-60999), where
+# a client's outgoing connection (the API server's own to etcd) can already hold one.
+PHASED_NODES_PORT_BASE="${PHASED_NODES_PORT_BASE:-$(( PHASED_APISERVER_PORT - 2000 ))}"
 # Real-node state: kubelet root dirs, containerd state, logs, pids, saved host settings.
 PHASED_NODES_DIR="${PHASED_NODES_DIR:-$PHASED_CLUSTER_DIR/nodes}"

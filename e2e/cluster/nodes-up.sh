@@ -310,6 +310,7 @@ for i in $(seq "$N"); do
   name="$(node_name "$i")"
   until k get node "$name" >/dev/null 2>&1; do
     pid_alive "$ND/pids/kubelet-$name.pid" || { tail -n 20 "$ND/logs/kubelet-$name.log" >&2; die "the kubelet of $name stopped (log above: $ND/logs/kubelet-$name.log)"; }
+    pid_alive "$ND/pids/apiproxy-$name.pid" || { tail -n 5 "$ND/logs/apiproxy-$name.log" >&2; die "the API relay of $name stopped (log above), e.g. its port $(proxy_port "$i") was taken: set PHASED_NODES_PORT_BASE"; }
     sleep 1; waited=$((waited + 1))
     (( waited % 30 == 0 )) && step "still waiting for $name to register..."
     (( waited < 300 )) || die "$name did not register in 5 minutes; see $ND/logs/kubelet-$name.log"
