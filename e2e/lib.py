@@ -502,7 +502,20 @@ def stop_kubelet(node: str) -> None:
     import signal
 
     pid = _signal("kubelet", node, signal.SIGKILL)
-    wait_until(lambda: not Path(f"/proc/{pid}").exists(), 30, message=f"kubelet {pid} gone")
+    wait_until(lambda: not _running(pid), 30, message=f"kubelet {pid} gone")
+
+
+def _running(pid: int) -> bool:
+    """The process runs: it exists and is not a zombie. A kubelet that :func:`start_kubelet`
+    started is this process's child, so once killed it is reaped here (else its /proc entry
+    stays until this process exits)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def start_kubelet(core: Any, node: str, timeout: float = 120) -> None:
