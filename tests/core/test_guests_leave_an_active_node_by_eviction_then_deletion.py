@@ -13,6 +13,7 @@ from phased.core import labels
 from phased.core.decide import decide
 from phased.core.guests import RETRY_SECONDS
 from phased.core.model import EvictPod, FinishClearing, NodeInfo, NodePod
+from phased.core.occupancy import guests
 from phased.core.settings import Settings
 from phased.core.times import format_time
 from tests.core.builders import (
@@ -81,6 +82,14 @@ def test_guests_that_came_after_the_claim_are_evicted_and_nothing_else() -> None
     assert "GuestsEvicted" in events(plan)
     assert "GuestsLeftAlone" in events(plan)  # there-first is reported, not touched
     assert plan.requeue_after is not None and plan.requeue_after <= RETRY_SECONDS
+
+
+def test_a_guest_created_in_the_claims_own_second_is_evicted() -> None:
+    """creationTimestamp has whole seconds: a pod that came 0.2 s after a claim written at
+    .700 reads as created at .000, before it. It is a guest all the same."""
+    claimed = CLAIMED + timedelta(milliseconds=700)
+    found = guests((node_pod("borrower", "p", created=CLAIMED),), JOB, claimed, SETTINGS)
+    assert [g.name for g in found.evict] == ["borrower"] and not found.stay
 
 
 def test_a_pod_forging_the_jobs_uid_label_in_another_namespace_is_still_a_guest() -> None:

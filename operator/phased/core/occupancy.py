@@ -74,6 +74,13 @@ def guests(
         worker = pod.job_uid == job.uid and pod.namespace == job.namespace
         if not counts(pod) or worker or pod.operator:
             continue
-        after = claimed_at is not None and pod.created is not None and pod.created > claimed_at
+        # A pod's creationTimestamp has whole seconds, the claim time microseconds: a pod of
+        # the claim's own second counts as after it (one from before would have stopped the
+        # claim, which lists the node's pods after writing it).
+        after = (
+            claimed_at is not None
+            and pod.created is not None
+            and pod.created >= claimed_at.replace(microsecond=0)
+        )
         (evict if after or preemptible(pod, settings) else stay).append(pod)
     return Guests(tuple(evict), tuple(stay))
