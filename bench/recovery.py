@@ -1,7 +1,7 @@
 """Recovery from failed nodes: Phased against vanilla Kubernetes, on a real control plane.
 
     python bench/recovery.py [--systems phased,shipped,tuned] [--kinds ...] [--trials 30]
-                             [--never-after 600] [--phased-never-after 120] [--no-write]
+                             [--never-after 480] [--phased-never-after 120] [--no-write]
 
 Each system runs on a fresh cluster instance of its own (``phased-bench-recovery``: its own
 folder under ``~/.cache/phased/``, ports 32800-32805, see ``bench/common.py``; never the
@@ -819,15 +819,13 @@ class PhasedSide:
                     continue
                 victim = sorted(p.node or "" for p in first)[0]
 
-                def ended(n: str = name) -> bool:
-                    done = self.watch.select(
-                        ns,
-                        n,
-                        lambda p: (
-                            p.labels.get("phased.dev/phase") == "first" and p.phase == "Succeeded"
-                        ),
-                    )
-                    return len({p.labels.get("phased.dev/rank") for p in done}) == WORKERS
+                done_ranks: set[str] = set()  # Phased may delete an ended worker at once
+
+                def ended(n: str = name, done: set[str] = done_ranks) -> bool:
+                    for p in self.watch.select(ns, n):
+                        if p.labels.get("phased.dev/phase") == "first" and p.phase == "Succeeded":
+                            done.add(p.labels.get("phased.dev/rank", ""))
+                    return len(done) == WORKERS
 
                 if not wait_for(ended, PHASE1_S + 120, interval=0.05):
                     trial.error = "the first phase did not end"
@@ -1047,72 +1045,22 @@ def settings_table(systems: Sequence[str]) -> str:
     return table(["setting", *shown], rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument(
-        "--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS)
-    )
-    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
-    p.add_argument("--trials", type=int, default=30, help="trials per cell (system x kind)")
-    p.add_argument(
-        "--never-after", type=float, default=600, help="seconds before a vanilla trial is 'never'"
-    )
-    p.add_argument("--phased-never-after", type=float, default=120, help="the same for Phased")
-    p.add_argument("--vanilla-nodes", type=int, default=560, help="simulated nodes, vanilla")
-    p.add_argument("--vanilla-jobs", type=int, default=56, help="vanilla Jobs at once")
-    p.add_argument("--phased-nodes", type=int, default=480, help="simulated nodes, Phased")
-    p.add_argument("--keep-cluster", action="store_true")
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    systems = [s for s in args.systems.split(",") if s]
-    kinds = [k for k in args.kinds.split(",") if k]
-    for s in systems:
-        if s not in SYSTEMS:
-            p.error(f"unknown system {s!r}")
-    for k in kinds:
-        if k not in KINDS:
-            p.error(f"unknown kind {k!r}")
-
-    started = now()
-    load_before = load_average()
-    results: dict[str, list[Trial]] = {}
-    runs: dict[str, str] = {}
-    cluster = BenchCluster("recovery")
-    try:
-        for system in systems:
-            flags = {
-                "phased": f"--node-monitor-grace-period={GRACE_S}s",
-                "shipped": "",
-                "tuned": (
-                    f"--node-monitor-grace-period={GRACE_S}s "
-                    f"--node-eviction-rate={TUNED_EVICTION_RATE:g}"
-                ),
-            }[system]
-            nodes = args.phased_nodes if system == "phased" else args.vanilla_nodes
-            cluster.up(h100=nodes, kcm_flags=flags)
-            core = lib.core_v1(cluster.kubeconfig)
-            zones = spread_zones(core)
-            t0, before = now(), load_average()
-            log(system, f"{nodes} nodes in {ZONES} zones; load {before}")
-            if system == "phased":
-                results[system] = PhasedSide(core, cluster.kubeconfig, args).run(kinds, args.trials)
-            else:
-                side = Vanilla(system, core, cluster.kubeconfig, zones, args)
-                results[system] = side.run(kinds, args.trials)
-            runs[system] = (
-                f"{nodes} nodes, {(now() - t0) / 60:.1f} min; load before {before}, "
-                f"after {load_average()}"
-            )
-            log(system, runs[system])
-    finally:
-        if not args.keep_cluster:
-            cluster.down()
-
+def write_report(
+    args: Any,
+    systems: Sequence[str],
+    kinds: Sequence[str],
+    results: dict[str, list[Trial]],
+    runs: dict[str, str],
+    started: float,
+    load_before: str,
+) -> None:
+    """Print the tables and notes; write the section (after each system, so that a run cut
+    short still leaves what it measured, marked as unfinished)."""
     rows = []
     for kind in kinds:
         base = median_of([t for t in results.get("phased", []) if t.kind == kind])
         for system in systems:
-            mine = [t for t in results[system] if t.kind == kind]
+            mine = [t for t in results.get(system, []) if t.kind == kind]
             row = row_for(system, kind, mine, cutoff_of(system, args))
             med = median_of(mine)
             if system == "phased" or math.isnan(base) or math.isnan(med):
@@ -1163,8 +1111,12 @@ def main(argv: list[str] | None = None) -> int:
     per_run = "\n".join(f"- {SYSTEMS[s]}: {runs.get(s, 'not finished')}" for s in systems)
     not_run = [s for s in SYSTEMS if s not in systems]
     kinds_not_run = [k for k in KINDS if k not in kinds]
+    unfinished = [SYSTEMS[s] for s in systems if s not in runs]
+    warning = (
+        f"**Unfinished run: {', '.join(unfinished)} not measured (yet).**\n" if unfinished else ""
+    )
     body = f"""
-Injection -> the replacement worker of every lost rank Running on a healthy node (wall
+{warning}Injection -> the replacement worker of every lost rank Running on a healthy node (wall
 clock, the bench's own watch of the pods). {args.trials} trials per cell; percentiles by
 nearest rank; "max" where the percentile needs more trials than there are (p99 needs 100,
 p90 needs 10); a trial not recovered within the cut-off ({args.never_after:.0f} s vanilla,
@@ -1220,6 +1172,72 @@ How the trials ran:
             body,
             details={"Trials per cell": str(args.trials)},
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument(
+        "--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS)
+    )
+    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
+    p.add_argument("--trials", type=int, default=30, help="trials per cell (system x kind)")
+    p.add_argument(
+        "--never-after", type=float, default=480, help="seconds before a vanilla trial is 'never'"
+    )
+    p.add_argument("--phased-never-after", type=float, default=120, help="the same for Phased")
+    p.add_argument("--vanilla-nodes", type=int, default=560, help="simulated nodes, vanilla")
+    p.add_argument("--vanilla-jobs", type=int, default=56, help="vanilla Jobs at once")
+    p.add_argument("--phased-nodes", type=int, default=480, help="simulated nodes, Phased")
+    p.add_argument("--keep-cluster", action="store_true")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    kinds = [k for k in args.kinds.split(",") if k]
+    for s in systems:
+        if s not in SYSTEMS:
+            p.error(f"unknown system {s!r}")
+    for k in kinds:
+        if k not in KINDS:
+            p.error(f"unknown kind {k!r}")
+
+    started = now()
+    load_before = load_average()
+    results: dict[str, list[Trial]] = {}
+    runs: dict[str, str] = {}
+    cluster = BenchCluster("recovery")
+    try:
+        for system in systems:
+            flags = {
+                "phased": f"--node-monitor-grace-period={GRACE_S}s",
+                "shipped": "",
+                "tuned": (
+                    f"--node-monitor-grace-period={GRACE_S}s "
+                    f"--node-eviction-rate={TUNED_EVICTION_RATE:g}"
+                ),
+            }[system]
+            nodes = args.phased_nodes if system == "phased" else args.vanilla_nodes
+            cluster.up(h100=nodes, kcm_flags=flags)
+            core = lib.core_v1(cluster.kubeconfig)
+            zones = spread_zones(core)
+            t0, before = now(), load_average()
+            log(system, f"{nodes} nodes in {ZONES} zones; load {before}")
+            if system == "phased":
+                results[system] = PhasedSide(core, cluster.kubeconfig, args).run(kinds, args.trials)
+            else:
+                side = Vanilla(system, core, cluster.kubeconfig, zones, args)
+                results[system] = side.run(kinds, args.trials)
+            runs[system] = (
+                f"{nodes} nodes, {(now() - t0) / 60:.1f} min; load before {before}, "
+                f"after {load_average()}"
+            )
+            log(system, runs[system])
+            if system != systems[-1]:
+                write_report(args, systems, kinds, results, runs, started, load_before)
+    finally:
+        if not args.keep_cluster:
+            cluster.down()
+
+        write_report(args, systems, kinds, results, runs, started, load_before)
     return 0
 
 
