@@ -40,6 +40,7 @@ Trials overlap, each in its own Job or TrainingJob (see the notes the section pr
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import re
 import sys
@@ -102,11 +103,11 @@ SYSTEMS: dict[str, str] = {
 # Trials run side by side on Phased: lanes (TrainingJobs) per kind, each taking its trials
 # one after the other. The slow kinds get more.
 PHASED_LANES = {
-    "not-ready": 1,
+    "not-ready": 2,
     "silent": 2,
     "gpu-fault": 1,
-    "gpu-drop": 1,
-    "two-nodes": 1,
+    "gpu-drop": 2,
+    "two-nodes": 2,
     "rack": 2,
     "phase-boundary": 4,
 }
@@ -1187,7 +1188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phased-never-after", type=float, default=120, help="the same for Phased")
     p.add_argument("--vanilla-nodes", type=int, default=560, help="simulated nodes, vanilla")
     p.add_argument("--vanilla-jobs", type=int, default=56, help="vanilla Jobs at once")
-    p.add_argument("--phased-nodes", type=int, default=480, help="simulated nodes, Phased")
+    p.add_argument("--phased-nodes", type=int, default=520, help="simulated nodes, Phased")
     p.add_argument("--keep-cluster", action="store_true")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
@@ -1200,6 +1201,8 @@ def main(argv: list[str] | None = None) -> int:
         if k not in KINDS:
             p.error(f"unknown kind {k!r}")
 
+    # Dozens of trial threads share one client: urllib3 warns each time its pool is full.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     started = now()
     load_before = load_average()
     results: dict[str, list[Trial]] = {}
