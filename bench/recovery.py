@@ -871,9 +871,19 @@ class PhasedSide:
 
     def run(self, kinds: Sequence[str], trials: int) -> list[Trial]:
         self.kubectl("apply", "-f", str(CRD))
-        self.kubectl(
-            "wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s"
-        )
+
+        def established() -> bool:
+            # kubectl wait fails outright while the new CRD has no conditions yet.
+            out = self.kubectl.run(
+                "get",
+                "crd/trainingjobs.phased.dev",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                check=False,
+            )
+            return out.stdout.strip() == "True"
+
+        lib.wait_until(established, 60, message="the TrainingJob CRD Established")
         logfile = Path(tempfile.gettempdir()) / "phased-bench-recovery-operator.log"
         operator = Operator(self.kubeconfig, logfile).start()
         results: list[Trial] = []
