@@ -7,6 +7,7 @@ Benchmarks print figures; they never fail on a timing.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import platform
 import re
@@ -86,13 +87,29 @@ def _cell(value: object) -> str:
 # --- statistics ------------------------------------------------------------------------------
 
 
+def nearest_rank(n: int, p: float) -> int:
+    """The 1-based nearest rank of the ``p``-th percentile among ``n`` sorted values:
+    ``ceil(p/100 * n)``, at least 1. With fewer than ``100 / (100 - p)`` values it is ``n``,
+    the maximum (p99 needs 100 values to be anything but the maximum, p90 needs 10)."""
+    return max(1, min(n, math.ceil(p / 100 * n - 1e-9)))
+
+
 def percentile(values: Sequence[float], p: float) -> float:
     """The ``p``-th percentile (nearest rank on the sorted values); NaN when empty."""
     if not values:
         return float("nan")
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))
-    return float(ordered[k])
+    return float(sorted(values)[nearest_rank(len(values), p) - 1])
+
+
+def is_max_rank(n: int, p: float) -> bool:
+    """True when the ``p``-th percentile of ``n`` values is just their maximum."""
+    return n > 0 and p < 100 and nearest_rank(n, p) == n
+
+
+def load_average() -> str:
+    """The 1, 5 and 15-minute load averages and the CPU count, as one phrase."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} CPUs"
 
 
 def median(values: Sequence[float]) -> float:
@@ -109,15 +126,20 @@ never fail on a timing.
 """
 
 
-def write_section(key: str, title: str, body: str) -> None:
-    """Replace (or append) the section ``key`` of bench/RESULTS.md."""
+def write_section(
+    key: str, title: str, body: str, details: Mapping[str, str] | None = None
+) -> None:
+    """Replace (or append) the section ``key`` of bench/RESULTS.md. ``details`` are more
+    lines of the header list (name -> text), after the command, machine and date."""
     start, end = f"<!-- bench:{key} -->", f"<!-- /bench:{key} -->"
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    extra = "".join(f"- {name}: {text}\n" for name, text in (details or {}).items())
     block = (
         f"{start}\n## {title}\n\n"
         f"- Command: `{command_line()}`\n"
         f"- Machine: {machine()}\n"
-        f"- Date: {stamp}\n\n"
+        f"- Date: {stamp}\n"
+        f"{extra}\n"
         f"{body.strip()}\n{end}"
     )
     text = RESULTS.read_text() if RESULTS.exists() else _HEADER

@@ -1,72 +1,119 @@
-"""Recovery from a failed node: Phased against vanilla Kubernetes, on a real control plane.
+"""Recovery from failed nodes: Phased against vanilla Kubernetes, on a real control plane.
 
-    python bench/recovery.py [--trials 10] [--vanilla-trials 10] [--keep-cluster] [--no-write]
+    python bench/recovery.py [--systems phased,shipped,tuned] [--kinds ...] [--trials 30]
+                             [--never-after 480] [--phased-never-after 120] [--no-write]
 
-Starts its OWN cluster instance (``phased-bench-recovery``: own folder under
-``~/.cache/phased/``, ports 32800-32805; see ``bench/common.py``), never the default one, and
-stops it at the end. Real etcd, kube-apiserver, kube-controller-manager (node lifecycle, Job
-and taint-eviction controllers) and kube-scheduler; KWOK plays the kubelets of 40 simulated
-8-GPU H100 nodes.
+Each system runs on a fresh cluster instance of its own (``phased-bench-recovery``: its own
+folder under ``~/.cache/phased/``, ports 32800-32805, see ``bench/common.py``; never the
+default one), with nothing else in it, one system after the other; the instance is stopped
+at the end. Real etcd, kube-apiserver, kube-controller-manager (node lifecycle, taint
+eviction, Job controllers) and kube-scheduler; KWOK plays the kubelets of simulated 8-GPU
+H100 nodes, in ``ZONES`` zones (``topology.kubernetes.io/zone``, one zone per block of two
+racks, round robin).
 
-A failure is the annotation ``sim.phased.dev/not-ready=true`` (``e2e/lib.py``): the node's
-kubelet reports Ready=False at once. Measured from that moment to the replacement worker of
-the lost rank Running:
+Systems:
 
-- vanilla, as shipped: an Indexed Job (8 pods, one per node through 8-GPU requests), the
-  default tolerations the API server adds (not-ready/unreachable NoExecute for 300 s), the
-  controller-manager's node-monitor grace as Kubernetes 1.36 ships it (50 s);
-- vanilla, tuned: ``--node-monitor-grace-period=10s`` and ``tolerationSeconds: 10`` on the
-  pods — the same 10 s Phased is given as ``notReadyGrace``;
-- Phased: the same 8 workers as a TrainingJob with 2 spares, ``notReadyGrace: 10s``, Gang
-  restart; the operator runs as a real process (``e2e/harness.Operator``). Its time is broken
-  down from the failure ledger in ``status.failures[]``.
+- ``phased``: a TrainingJob of 8 workers and 2 spares, ``notReadyGrace`` 10 s, Gang
+  restarts, the operator as a real process (``e2e/harness.Operator``); the controller-manager
+  with ``--node-monitor-grace-period=10s``. Its time is broken down from the failure ledger.
+- ``shipped``: an Indexed Job of 8 pods (one per node through 8-GPU requests) at the
+  defaults Kubernetes ships: the 300 s not-ready/unreachable tolerations the API server
+  adds, the controller-manager's 50 s node-monitor grace, ``backoffLimit`` 6.
+- ``tuned``: what a platform engineer would write for the same Job: ``tolerationSeconds:
+  10``, ``--node-monitor-grace-period=10s``, ``--node-eviction-rate=1``, a
+  ``podFailurePolicy`` that ignores disruptions, ``podReplacementPolicy: Failed`` (the only
+  value allowed with a pod failure policy) and ``backoffLimitPerIndex`` (so the Job
+  controller's 10 s doubling backoff counts per index, not per Job).
 
-Vanilla trials as shipped take ~5 minutes each, so they overlap: one Indexed Job per trial,
-all started first, one failure every ``--stagger`` seconds, each in its own Job (a Job's
-controller backs off between replacements of repeated failures; a real run's failures are
-days apart and do not meet that backoff).
+Failure kinds, each measured from injection to the replacement worker of every lost rank
+(index) Running on a healthy node: ``not-ready`` (the kubelet reports Ready=False at once),
+``silent`` (heartbeats and Lease renewals stop: Ready=Unknown after the node-monitor grace;
+``e2e/lib.silence_node``), ``gpu-fault`` (a GPUXidError condition on a node that stays
+Ready), ``gpu-drop`` (allocatable GPUs drop from 8 to 6), ``two-nodes``, ``rack`` (4 nodes of
+one rack, or of the fewest racks, at once) and ``phase-boundary`` (a two-phase job; a node of
+the first phase's pool reports NotReady the moment the first phase's workers have all
+ended; measured to the second phase's 8 workers Running, none on that node).
+
+Trials overlap, each in its own Job or TrainingJob (see the notes the section prints).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import math
+import re
 import sys
 import tempfile
+import threading
 import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import yaml
 from e2e import lib
 from e2e.harness import CRD, Operator
 
-from common import BenchCluster, median, percentile, table, write_section
+from common import (
+    BenchCluster,
+    is_max_rank,
+    load_average,
+    nearest_rank,
+    table,
+    write_section,
+)
 
-NODES = 100  # 10 Jobs x 8 pods at once, room for the replacements
 WORKERS = 8
 SPARES = 2
-GRACE_S = 10
-MISS_AFTER = 60.0  # a Phased trial not recovered by then is reported as missed
-INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+GRACE_S = 10  # every grace with a knob on each side: notReadyGrace, tolerationSeconds, ...
+SHIPPED_KCM_GRACE_S = 50  # Kubernetes 1.36's --node-monitor-grace-period
+SHIPPED_TOLERATION_S = 300  # the DefaultTolerationSeconds admission plugin
+SHIPPED_EVICTION_RATE = 0.1  # --node-eviction-rate: nodes tainted NoExecute per second, per zone
+TUNED_EVICTION_RATE = 1.0
+ZONES = 6
+GPU_DROP_TO = 6
+PHASE1_S = 20  # the first phase's workers end this long after they start
+H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+INDEX = "batch.kubernetes.io/job-completion-index"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_LABEL = "topology.phased.dev/rack"
+BLOCK_LABEL = "topology.phased.dev/block"
+
+KINDS: dict[str, str] = {
+    "not-ready": "the kubelet reports NotReady at once",
+    "silent": "a silent node: heartbeats stop, Ready=Unknown after the node-monitor grace",
+    "gpu-fault": "a GPU-fault condition (GPUXidError) on a node that stays Ready",
+    "gpu-drop": f"allocatable GPUs drop from 8 to {GPU_DROP_TO}, the node stays Ready",
+    "two-nodes": "two nodes of the job report NotReady at once",
+    "rack": "a rack: 4 nodes of the job report NotReady at once",
+    "phase-boundary": "a node reports NotReady right as the first of two phases ends",
+}
+VICTIMS = {"two-nodes": 2, "rack": 4}
+SYSTEMS: dict[str, str] = {
+    "phased": "Phased (TrainingJob, 2 spares)",
+    "shipped": "vanilla Indexed Job, as shipped",
+    "tuned": "vanilla Indexed Job, tuned",
+}
+# Trials run side by side on Phased: lanes (TrainingJobs) per kind, each taking its trials
+# one after the other. The slow kinds get more.
+PHASED_LANES = {
+    "not-ready": 2,
+    "silent": 2,
+    "gpu-fault": 1,
+    "gpu-drop": 2,
+    "two-nodes": 2,
+    "rack": 2,
+    "phase-boundary": 4,
+}
 
 
-@dataclass
-class Trial:
-    node: str
-    key: str  # the completion index (vanilla) or rank (Phased) that was lost
-    old_uid: str
-    t_fail: float  # wall clock (time.time()) right after the annotation was written
-    t_running: float | None = None
-    ledger: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def seconds(self) -> float | None:
-        return None if self.t_running is None else self.t_running - self.t_fail
+T = TypeVar("T")
 
 
 def now() -> float:
@@ -79,357 +126,1131 @@ def parse_ts(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=UTC).timestamp()
 
 
-# --- vanilla ---------------------------------------------------------------------------------
+def log(system: str, text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')} {system}] {text}", flush=True)
 
 
-def indexed_job(name: str, toleration_s: int | None) -> dict[str, Any]:
-    pod = lib.sim_pod(
-        "w", gpus=8, node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    )
-    spec = pod["spec"]
-    if toleration_s is not None:
-        spec["tolerations"] = [
-            {
-                "key": key,
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": toleration_s,
-            }
-            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-        ]
+@dataclass
+class Trial:
+    system: str
+    kind: str
+    name: str
+    victims: list[str] = field(default_factory=list)
+    t_fail: float | None = None
+    t_running: float | None = None
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        if self.t_fail is None or self.t_running is None:
+            return None
+        return self.t_running - self.t_fail
+
+
+# --- a watch of every pod, with the moment each was first seen Running ---------------------
+
+
+@dataclass
+class PodView:
+    uid: str
+    namespace: str
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    node: str | None
+    phase: str
+    deleting: bool
+    running_at: float | None
+    gone: bool = False
+
+
+class PodWatch:
+    """Every pod of the cluster, kept up to date by one watch and grouped by (namespace,
+    job): the ``bench`` label of a vanilla Job's pods, ``phased.dev/job`` of a worker.
+    ``running_at`` is when the bench first saw the pod Running (wall clock), so trials wait
+    on memory, not on the API."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.groups: dict[tuple[str, str], dict[str, PodView]] = {}
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> PodWatch:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    @staticmethod
+    def group_of(namespace: str, labels: dict[str, str]) -> tuple[str, str]:
+        return (namespace, labels.get("bench") or labels.get("phased.dev/job") or "")
+
+    def _update(self, pod: Any, gone: bool = False) -> None:
+        m, s = pod.metadata, pod.status
+        t = now()
+        labels = dict(m.labels or {})
+        key = self.group_of(m.namespace, labels)
+        with self.lock:
+            group = self.groups.setdefault(key, {})
+            if gone:
+                group.pop(m.uid, None)
+                return
+            old = group.get(m.uid)
+            running_at = old.running_at if old else None
+            phase = (s.phase if s is not None else None) or "Pending"
+            if running_at is None and phase == "Running":
+                running_at = t
+            group[m.uid] = PodView(
+                uid=m.uid,
+                namespace=m.namespace,
+                name=m.name,
+                labels=labels,
+                annotations=dict(m.annotations or {}),
+                node=pod.spec.node_name,
+                phase=phase,
+                deleting=m.deletion_timestamp is not None,
+                running_at=running_at,
+            )
+
+    def _run(self) -> None:
+        from kubernetes import watch
+
+        version = ""
+        while not self.stopped.is_set():
+            try:
+                if not version:
+                    listed = self.core.list_pod_for_all_namespaces()
+                    keep = {p.metadata.uid for p in listed.items}
+                    with self.lock:
+                        for group in self.groups.values():
+                            for uid in [u for u in group if u not in keep]:
+                                del group[uid]
+                    for pod in listed.items:
+                        self._update(pod)
+                    version = listed.metadata.resource_version
+                stream = watch.Watch().stream(
+                    self.core.list_pod_for_all_namespaces,
+                    resource_version=version,
+                    timeout_seconds=60,
+                    allow_watch_bookmarks=True,
+                )
+                for event in stream:
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        version = ""
+                        break
+                    version = obj.metadata.resource_version
+                    if event["type"] != "BOOKMARK":
+                        self._update(obj, gone=event["type"] == "DELETED")
+                    if self.stopped.is_set():
+                        break
+            except Exception as exc:  # an expired version (410), a dropped connection
+                if "410" in str(exc) or "Expired" in str(exc):
+                    version = ""
+                time.sleep(0.5)
+
+    def select(
+        self, namespace: str, group: str, pred: Callable[[PodView], bool] | None = None
+    ) -> list[PodView]:
+        with self.lock:
+            pods = list(self.groups.get((namespace, group), {}).values())
+        return [p for p in pods if pred is None or pred(p)]
+
+
+def wait_for(pred: Callable[[], T | None], timeout: float, interval: float = 0.1) -> T | None:
+    """``pred()`` until it is truthy (returned) or ``timeout`` passes (None)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = pred()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(interval)
+
+
+# --- failure injection -----------------------------------------------------------------------
+
+
+def inject(core: Any, kind: str, node: str) -> None:
+    if kind == "silent":
+        lib.silence_node(core, node, wait=10)
+    elif kind == "gpu-fault":
+        lib.set_gpu_fault(core, node, "GPUXidError", wait=None)
+    elif kind == "gpu-drop":
+        lib.drop_allocatable_gpus(core, node, GPU_DROP_TO)
+    else:
+        lib.make_node_not_ready(core, node, wait=None)
+
+
+def restore(core: Any, kind: str, node: str) -> None:
+    try:
+        if kind == "silent":
+            lib.unsilence_node(core, node, wait=None)
+        elif kind == "gpu-fault":
+            lib.clear_gpu_fault(core, node, wait=None)
+        elif kind == "gpu-drop":
+            lib.restore_allocatable(core, node)
+        else:
+            lib.make_node_ready(core, node, wait=None)
+    except Exception as exc:
+        print(f"  (could not restore {node} after {kind}: {exc})", flush=True)
+
+
+def spread_zones(core: Any) -> dict[str, str]:
+    """Relabel the simulated nodes into ``ZONES`` zones (block ``b`` in zone ``b % ZONES``;
+    racks and blocks stay whole); return node -> zone."""
+    zones: dict[str, str] = {}
+    for node in lib.nodes(core, "type=kwok"):
+        labels = node.metadata.labels or {}
+        match = re.search(r"(\d+)$", labels.get(BLOCK_LABEL, ""))
+        block = int(match.group(1)) if match else 0
+        zone = f"zone-{block % ZONES}"
+        if labels.get(ZONE_LABEL) != zone:
+            core.patch_node(node.metadata.name, {"metadata": {"labels": {ZONE_LABEL: zone}}})
+        zones[node.metadata.name] = zone
+    return zones
+
+
+def racks_of(core: Any) -> dict[str, str]:
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": WORKERS,
-            "parallelism": WORKERS,
-            "backoffLimit": 1000,
-            "template": {"metadata": {"labels": {"bench": name}}, "spec": spec},
-        },
+        n.metadata.name: (n.metadata.labels or {}).get(RACK_LABEL, "")
+        for n in lib.nodes(core, "type=kwok")
     }
 
 
-def run_vanilla(
-    core: Any,
-    kubectl: lib.Kubectl,
-    label: str,
-    toleration_s: int | None,
-    trials: int,
-    stagger: float,
-) -> tuple[list[Trial], str]:
-    """One Indexed Job per trial, all started first; one failure per Job, ``stagger`` apart.
+def pick_in_racks(nodes: Sequence[str], racks: dict[str, str], k: int) -> list[str]:
+    """``k`` of ``nodes``, from as few racks as possible (the fullest rack first)."""
+    by_rack: dict[str, list[str]] = {}
+    for n in sorted(nodes):
+        by_rack.setdefault(racks.get(n, ""), []).append(n)
+    chosen: list[str] = []
+    for rack in sorted(by_rack, key=lambda r: (-len(by_rack[r]), r)):
+        chosen += by_rack[rack][: k - len(chosen)]
+        if len(chosen) == k:
+            break
+    return chosen
 
-    One Job per failure, because the Job controller backs off (10 s, 20 s, 40 s, ...) before
-    it replaces a Job's pods after repeated failures: failures seconds apart in one Job would
-    measure that backoff, which a real run (failures days apart) does not meet.
-    """
-    ns = lib.create_namespace(core, "bench-vanilla")
-    names = [f"vanilla-{label}-{i}" for i in range(trials)]
-    for name in names:
-        body = yaml.safe_dump(indexed_job(name, toleration_s))
-        kubectl("apply", "-n", ns, "-f", "-", input=body)
 
-    def pods() -> list[Any]:
-        return list(core.list_namespaced_pod(ns, label_selector="bench").items)
+# --- vanilla ---------------------------------------------------------------------------------
 
-    def running(items: list[Any], job: str | None = None) -> list[Any]:
-        return [
-            p
-            for p in items
-            if p.status.phase == "Running"
-            and not p.metadata.deletion_timestamp
-            and (job is None or p.metadata.labels.get("bench") == job)
+
+def indexed_job(
+    name: str, system: str, zone: str, succeed_after: str | None = None
+) -> dict[str, Any]:
+    pod = lib.sim_pod(
+        "w", gpus=8, node_selector={**H100, ZONE_LABEL: zone}, succeed_after=succeed_after
+    )
+    spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": WORKERS,
+        "parallelism": WORKERS,
+        "template": {
+            "metadata": {"labels": {"bench": name}, "annotations": pod["metadata"]["annotations"]},
+            "spec": pod["spec"],
+        },
+    }
+    if system == "tuned":
+        pod["spec"]["tolerations"] = [
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": GRACE_S}
+            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
         ]
+        spec["backoffLimitPerIndex"] = 6
+        spec["podReplacementPolicy"] = "Failed"
+        spec["podFailurePolicy"] = {
+            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+        }
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
 
-    lib.wait_until(
-        lambda: len(running(pods())) == WORKERS * trials,
-        300,
-        interval=1,
-        message=f"{trials} Jobs x {WORKERS} pods Running",
-    )
-    tolerations = running(pods())[0].spec.tolerations or []
-    shown = ", ".join(
-        f"{t.key.split('/')[-1]}:{t.effect}={t.toleration_seconds}s"
-        for t in tolerations
-        if t.effect == "NoExecute"
-    )
-    print(f"[{label}] pod tolerations as admitted: {shown}", flush=True)
-    open_trials: list[Trial] = []
-    done: list[Trial] = []
-    started = 0
-    next_fail = now()
-    deadline = now() + trials * stagger + 900
-    while (started < trials or open_trials) and now() < deadline:
-        current = pods()
-        t = now()
-        for trial in list(open_trials):
-            job, index = trial.key.split("#")
-            for p in running(current, job):
-                if (
-                    p.metadata.annotations.get(INDEX_LABEL) == index
-                    and p.metadata.uid != trial.old_uid
-                ):
-                    trial.t_running = t
-                    open_trials.remove(trial)
-                    done.append(trial)
-                    print(f"[{label}] {trial.node}: {trial.seconds:.1f}s", flush=True)
-                    lib.make_node_ready(core, trial.node, wait=None)
-                    break
-        if started < trials and t >= next_fail:
-            job = names[started]
-            victim = sorted(running(current, job), key=lambda p: p.spec.node_name)[0]
-            node = victim.spec.node_name
-            lib.make_node_not_ready(core, node, wait=None)
-            key = f"{job}#{victim.metadata.annotations[INDEX_LABEL]}"
-            open_trials.append(Trial(node=node, key=key, old_uid=victim.metadata.uid, t_fail=now()))
-            started += 1
-            next_fail = t + stagger
-        time.sleep(0.25)
-    for trial in open_trials:
-        lib.make_node_ready(core, trial.node, wait=None)
-    for name in names:
-        kubectl("delete", "job", name, "-n", ns, "--wait=false")
-    lib.delete_namespace(core, ns)
-    return done + open_trials, shown
+
+class Vanilla:
+    """Trials on Indexed Jobs, side by side: one Job per trial (the Job controller's backoff
+    doubles with each failure of a Job, and a real run's failures are days apart), pinned to
+    one zone. Trials that taint nodes take turns per zone, spaced by the eviction rate, so
+    that no trial waits in another's queue (a trial's own nodes do queue: that is
+    Kubernetes). Kinds Kubernetes takes no action on share Jobs, one trial per node."""
+
+    def __init__(
+        self, system: str, core: Any, kubeconfig: str, zones: dict[str, str], args: Any
+    ) -> None:
+        from kubernetes import client
+
+        self.system = system
+        self.core = core
+        self.batch = client.BatchV1Api(core.api_client)
+        self.args = args
+        self.never_after = float(args.never_after)
+        self.rate = SHIPPED_EVICTION_RATE if system == "shipped" else TUNED_EVICTION_RATE
+        self.zone_size: dict[str, int] = {}
+        for zone in zones.values():
+            self.zone_size[zone] = self.zone_size.get(zone, 0) + 1
+        self.reserved = dict.fromkeys(self.zone_size, 0)
+        self.slot_next = dict.fromkeys(self.zone_size, 0.0)
+        self.lock = threading.Condition()
+        self.ns = lib.create_namespace(core, f"bench-{system}")
+        self.watch = PodWatch(core).start()
+        self.max_jobs = args.vanilla_jobs
+        self.racks = racks_of(core)
+
+    # zones: room for a Job, turns for taints
+
+    def take_zone(self, nodes: int) -> str:
+        with self.lock:
+            while True:
+                free = {z: self.zone_size[z] - self.reserved[z] for z in self.zone_size}
+                best = max(sorted(free), key=lambda z: free[z])
+                if free[best] >= nodes:
+                    self.reserved[best] += nodes
+                    return best
+                self.lock.wait(1.0)
+
+    def give_zone(self, zone: str, nodes: int) -> None:
+        with self.lock:
+            self.reserved[zone] -= nodes
+            self.lock.notify_all()
+
+    def take_turn(self, zone: str, taints: int, silent: bool) -> None:
+        """Wait for the zone's turn; hold it for as long as the eviction rate needs to taint
+        ``taints`` nodes (a silent node's taint comes up to 10 s later or earlier: its last
+        Lease renewal was up to 10 s before it went silent)."""
+        hold = taints / self.rate + (2 * 10.0 if silent else 0.0) + 1.0
+        with self.lock:
+            while now() < self.slot_next[zone]:
+                self.lock.wait(min(1.0, self.slot_next[zone] - now()))
+            self.slot_next[zone] = now() + hold
+
+    # one Job
+
+    def start_job(
+        self, name: str, zone: str, succeed_after: str | None = None
+    ) -> list[PodView] | None:
+        self.batch.create_namespaced_job(
+            self.ns, indexed_job(name, self.system, zone, succeed_after)
+        )
+
+        def running() -> list[PodView] | None:
+            pods = self.job_pods(name, lambda p: p.phase == "Running" and not p.deleting)
+            return pods if len(pods) == WORKERS else None
+
+        return wait_for(running, 300, interval=0.25)
+
+    def job_pods(self, job: str, pred: Callable[[PodView], bool]) -> list[PodView]:
+        return self.watch.select(self.ns, job, pred)
+
+    def delete_job(self, name: str) -> None:
+        try:
+            self.batch.delete_namespaced_job(name, self.ns, propagation_policy="Background")
+        except Exception as exc:
+            log(self.system, f"could not delete Job {name}: {exc}")
+
+    def replaced(
+        self, job: str, lost: dict[str, str], failed: set[str], since: float
+    ) -> float | None:
+        """When every lost index (index -> old uid) has a new pod Running on a node that is
+        not failed: the latest of those moments, or None."""
+        latest = since
+        for index, old_uid in lost.items():
+            fresh = self.job_pods(
+                job,
+                lambda p, i=index, u=old_uid: (
+                    p.annotations.get(INDEX) == i
+                    and p.uid != u
+                    and p.running_at is not None
+                    and p.phase == "Running"
+                    and not p.deleting
+                    and p.node not in failed
+                ),
+            )
+            if not fresh:
+                return None
+            latest = max(latest, min(p.running_at or since for p in fresh))
+        return latest
+
+    def wait_replaced(
+        self, job: str, lost: dict[str, str], failed: set[str], t_fail: float
+    ) -> float | None:
+        deadline = t_fail + self.never_after
+        while now() < deadline:
+            got = self.replaced(job, lost, failed, t_fail)
+            if got is not None:
+                return got
+            time.sleep(0.25)
+        return None
+
+    # trials
+
+    def single(self, trial: Trial) -> None:
+        k = VICTIMS.get(trial.kind, 1)
+        zone = self.take_zone(WORKERS + k)
+        try:
+            pods = self.start_job(trial.name, zone)
+            if pods is None:
+                trial.error = "the Job's pods did not all run within 300 s"
+                return
+            racks = self.racks
+            victims = pick_in_racks([p.node or "" for p in pods], racks, k)
+            lost = {p.annotations.get(INDEX, "?"): p.uid for p in pods if p.node in victims}
+            self.take_turn(zone, k, trial.kind == "silent")
+            for node in victims:
+                inject(self.core, trial.kind, node)
+                if trial.t_fail is None:
+                    trial.t_fail = now()
+            trial.victims = victims
+            assert trial.t_fail is not None
+            trial.t_running = self.wait_replaced(trial.name, lost, set(victims), trial.t_fail)
+            self.report(trial)
+        finally:
+            for node in trial.victims:
+                restore(self.core, trial.kind, node)
+            self.delete_job(trial.name)
+            self.give_zone(zone, WORKERS + k)
+
+    def shared(self, trials: list[Trial]) -> None:
+        """Up to 8 trials of a kind Kubernetes takes no action on, one per node of a Job;
+        each is still watched for a replacement of its own index."""
+        name = trials[0].name
+        zone = self.take_zone(WORKERS)
+        try:
+            pods = self.start_job(name, zone)
+            if pods is None:
+                for trial in trials:
+                    trial.error = "the Job's pods did not all run within 300 s"
+                return
+            pods = sorted(pods, key=lambda p: p.node or "")
+            lost: dict[str, tuple[Trial, str]] = {}
+            for trial, pod in zip(trials, pods, strict=False):
+                inject(self.core, trial.kind, pod.node or "")
+                trial.t_fail = now()
+                trial.victims = [pod.node or ""]
+                lost[pod.annotations.get(INDEX, "?")] = (trial, pod.uid)
+            failed = {t.victims[0] for t in trials if t.victims}
+            deadline = max(t.t_fail or 0 for t in trials) + self.never_after
+            open_ = dict(lost)
+            while open_ and now() < deadline:
+                for index, (trial, uid) in list(open_.items()):
+                    assert trial.t_fail is not None
+                    got = self.replaced(name, {index: uid}, failed, trial.t_fail)
+                    if got is not None and got - trial.t_fail <= self.never_after:
+                        trial.t_running = got
+                        del open_[index]
+                time.sleep(0.5)
+            for trial in trials:
+                self.report(trial)
+        finally:
+            for trial in trials:
+                for node in trial.victims:
+                    restore(self.core, trial.kind, node)
+            self.delete_job(name)
+            self.give_zone(zone, WORKERS)
+
+    def boundary(self, trial: Trial) -> None:
+        """Phase 1 is a Job whose pods end after ``PHASE1_S``; the moment they all have, a
+        node of it reports NotReady and phase 2, a second Job, is created (as a workflow
+        engine would, at once); measured to phase 2's 8 pods Running, none on that node."""
+        zone = self.take_zone(WORKERS + 1)
+        first, second = f"{trial.name}-p1", f"{trial.name}-p2"
+        try:
+            pods = self.start_job(first, zone, succeed_after=f"{PHASE1_S}s")
+            if pods is None:
+                trial.error = "phase 1's pods did not all run within 300 s"
+                return
+            victim = sorted(p.node or "" for p in pods)[0]
+            self.take_turn(zone, 1, False)
+
+            def ended() -> bool:
+                done = self.job_pods(first, lambda p: p.phase == "Succeeded")
+                return len({p.annotations.get(INDEX) for p in done}) == WORKERS
+
+            if not wait_for(ended, PHASE1_S + 120, interval=0.05):
+                trial.error = "phase 1 did not end"
+                return
+            inject(self.core, trial.kind, victim)
+            trial.t_fail = now()
+            trial.victims = [victim]
+            self.batch.create_namespaced_job(self.ns, indexed_job(second, self.system, zone))
+
+            def all_running() -> float | None:
+                pods = self.job_pods(
+                    second,
+                    lambda p: p.phase == "Running" and not p.deleting and p.node != victim,
+                )
+                if len({p.annotations.get(INDEX) for p in pods}) < WORKERS:
+                    return None
+                return max(p.running_at or now() for p in pods)
+
+            got = wait_for(all_running, self.never_after, interval=0.1)
+            trial.t_running = got
+            self.report(trial)
+        finally:
+            for node in trial.victims:
+                restore(self.core, trial.kind, node)
+            self.delete_job(first)
+            self.delete_job(second)
+            self.give_zone(zone, WORKERS + 1)
+
+    def report(self, trial: Trial) -> None:
+        shown = f"{trial.seconds:.1f}s" if trial.seconds is not None else "not recovered"
+        log(self.system, f"{trial.kind} {trial.name} {','.join(trial.victims)}: {shown}")
+
+    def run(self, kinds: Sequence[str], trials: int) -> list[Trial]:
+        work: list[Callable[[], None]] = []
+        results: list[Trial] = []
+        # The longest first: the shared Jobs (they wait out the cut-off), then the kinds that
+        # wait for evictions, their trials interleaved, then the phase boundaries.
+        made = {k: [Trial(self.system, k, f"{k}-{i}") for i in range(trials)] for k in kinds}
+        for kind in kinds:
+            results += made[kind]
+        for kind in ("gpu-fault", "gpu-drop"):
+            for start in range(0, len(made.get(kind, [])), WORKERS):
+                group = made[kind][start : start + WORKERS]
+                work.append(lambda g=group: self.shared(g))
+        evicting = [k for k in kinds if k not in ("gpu-fault", "gpu-drop", "phase-boundary")]
+        for i in range(trials):
+            work += [lambda t=made[k][i]: self.single(t) for k in evicting]
+        work += [lambda t=t: self.boundary(t) for t in made.get("phase-boundary", [])]
+        run_all(self.system, work, self.max_jobs)
+        self.watch.stop()
+        return results
+
+
+def run_all(system: str, work: list[Callable[[], None]], width: int) -> None:
+    """Run ``work`` on ``width`` threads; a failing item is logged, never fatal."""
+    queue = list(reversed(work))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                item = queue.pop()
+            try:
+                item()
+            except Exception:
+                log(system, "trial failed:\n" + traceback.format_exc())
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(width)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 # --- Phased ----------------------------------------------------------------------------------
 
+GROUP, VERSION, PLURAL = "phased.dev", "v1alpha1", "trainingjobs"
 
-def training_job() -> dict[str, Any]:
+
+def training_job(name: str, two_phases: bool = False) -> dict[str, Any]:
+    phase = {"nodes": {"min": WORKERS, "max": WORKERS}, "gpuTypes": ["H100"], "gpusPerNode": 8}
+    phases = [{"name": "train", **phase}]
+    if two_phases:
+        phases = [
+            {
+                "name": "first",
+                **phase,
+                "template": {"annotations": {lib.SUCCEED_AFTER: f"{PHASE1_S}s"}},
+            },
+            {"name": "second", **phase},
+        ]
     return {
-        "apiVersion": "phased.dev/v1alpha1",
+        "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TrainingJob",
-        "metadata": {"name": "bench"},
+        "metadata": {"name": name},
         "spec": {
             "template": {"image": "registry.k8s.io/pause:3.10"},
-            "phases": [
-                {
-                    "name": "train",
-                    "nodes": {"min": WORKERS, "max": WORKERS},
-                    "gpuTypes": ["H100"],
-                    "gpusPerNode": 8,
-                }
-            ],
+            "phases": phases,
             "spares": {"count": SPARES},
             "failurePolicy": {
                 "notReadyGrace": f"{GRACE_S}s",
+                "gpuFaultGrace": "0s",
+                "gpuDropGrace": f"{GRACE_S}s",
                 "restartScope": "Gang",
                 "restartBudget": 1000,
-                "interruptionBudget": "2h",
-                # The trials fail a node every few seconds, one after the other: 3 in a pool
-                # of 10 within the default 5-minute window would (rightly) trip the breaker,
-                # which stops automatic action. Each trial is one independent failure here.
+                "interruptionBudget": "12h",
+                # Trials fail a node of the same job every few seconds, one after the other,
+                # and a rack is 4 of its 10 nodes: the breaker (20 % within 5 minutes by
+                # default) would rightly stop automatic action and wait for a person. Each
+                # trial here is an independent failure.
                 "massFailure": {"maxFailedPercent": 100, "window": "1m"},
             },
         },
     }
 
 
-def run_phased(core: Any, kubectl: lib.Kubectl, kubeconfig: str, trials: int) -> list[Trial]:
-    kubectl("apply", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
-    log = Path(tempfile.gettempdir()) / "phased-bench-recovery-operator.log"
-    operator = Operator(kubeconfig, log).start()
-    ns = lib.create_namespace(core, "bench-phased")
-    kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(training_job()))
-    done: list[Trial] = []
-    try:
+class PhasedSide:
+    """Trials on TrainingJobs: ``PHASED_LANES`` lanes per kind side by side, each a
+    TrainingJob (a namespace of its own) taking its trials one after the other; a
+    phase-boundary trial is a fresh two-phase TrainingJob."""
 
-        def status() -> dict[str, Any]:
-            out = kubectl("get", "trainingjob", "bench", "-n", ns, "-o", "yaml")
-            return dict((yaml.safe_load(out) or {}).get("status") or {})
+    def __init__(self, core: Any, kubeconfig: str, args: Any) -> None:
+        from kubernetes import client
 
-        def workers() -> list[Any]:
-            return [
-                p
-                for p in core.list_namespaced_pod(ns, label_selector="phased.dev/rank").items
-                if not p.metadata.deletion_timestamp
+        self.core = core
+        self.custom = client.CustomObjectsApi(core.api_client)
+        self.kubectl = lib.Kubectl(kubeconfig)
+        self.kubeconfig = kubeconfig
+        self.never_after = float(args.phased_never_after)
+        self.watch = PodWatch(core).start()
+        self.racks = racks_of(core)
+
+    def status(self, ns: str, name: str) -> dict[str, Any]:
+        try:
+            obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+        except Exception:
+            return {}
+        return dict(obj.get("status") or {})
+
+    def create(self, ns: str, body: dict[str, Any]) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+
+    def workers(self, ns: str, job: str, phase: str | None = None) -> list[PodView]:
+        return self.watch.select(
+            ns,
+            job,
+            lambda p: (
+                "phased.dev/rank" in p.labels
+                and not p.deleting
+                and (phase is None or p.labels.get("phased.dev/phase") == phase)
+            ),
+        )
+
+    def steady(self, ns: str, name: str) -> bool:
+        running = [p for p in self.workers(ns, name) if p.phase == "Running"]
+        if len(running) != WORKERS:
+            return False
+        st = self.status(ns, name)
+        return (
+            st.get("state") == "Running"
+            and len((st.get("pool") or {}).get("spares") or []) == SPARES
+            and not st.get("suspects")
+        )
+
+    def ledger(self, ns: str, name: str, victims: Iterable[str]) -> list[dict[str, Any]]:
+        want = set(victims)
+
+        def entries() -> list[dict[str, Any]] | None:
+            found = [
+                dict(e)
+                for e in self.status(ns, name).get("failures") or []
+                if e.get("node") in want
             ]
+            done = {e["node"] for e in found if e.get("resumed")}
+            return found if done == want else None
 
-        def steady() -> bool:
-            st = status()
-            running = [p for p in workers() if p.status.phase == "Running"]
-            return (
-                st.get("state") == "Running"
-                and len(running) == WORKERS
-                and len((st.get("pool") or {}).get("spares") or []) == SPARES
+        return wait_for(entries, 30, interval=0.5) or []
+
+    def lane(self, kind: str, lane: int, trials: list[Trial]) -> None:
+        ns = lib.create_namespace(self.core, f"phased-{kind}-{lane}")
+        name = "bench"
+        self.create(ns, training_job(name))
+        k = VICTIMS.get(kind, 1)
+        try:
+            for trial in trials:
+                if not wait_for(lambda: self.steady(ns, name), 180, interval=0.5):
+                    trial.error = "the job was not back to Running with 8 workers and 2 spares"
+                    log("phased", f"{kind}/{lane}: {trial.error}; lane stops")
+                    for rest in trials[trials.index(trial) :]:
+                        rest.error = rest.error or trial.error
+                    return
+                time.sleep(1.0)
+                running = [p for p in self.workers(ns, name) if p.phase == "Running"]
+                victims = pick_in_racks([p.node or "" for p in running], self.racks, k)
+                lost = {p.labels["phased.dev/rank"]: p.uid for p in running if p.node in victims}
+                for node in victims:
+                    inject(self.core, kind, node)
+                    if trial.t_fail is None:
+                        trial.t_fail = now()
+                trial.victims = victims
+                assert trial.t_fail is not None
+                failed = set(victims)
+
+                def replaced(
+                    lost: dict[str, str] = lost, failed: set[str] = failed
+                ) -> float | None:
+                    latest = 0.0
+                    for rank, uid in lost.items():
+                        fresh = [
+                            p
+                            for p in self.workers(ns, name)
+                            if p.labels.get("phased.dev/rank") == rank
+                            and p.uid != uid
+                            and p.phase == "Running"
+                            and p.running_at is not None
+                            and p.node not in failed
+                        ]
+                        if not fresh:
+                            return None
+                        latest = max(latest, min(p.running_at or 0.0 for p in fresh))
+                    return latest
+
+                trial.t_running = wait_for(
+                    replaced, self.never_after - (now() - trial.t_fail), interval=0.05
+                )
+                if trial.t_running is not None:
+                    trial.ledger = self.ledger(ns, name, victims)
+                self.report(trial)
+                # Healthy again, in the background; it stays quarantined (nodeReturn).
+                for node in victims:
+                    threading.Thread(
+                        target=restore, args=(self.core, kind, node), daemon=True
+                    ).start()
+        finally:
+            self.delete(ns, name)
+
+    def boundary_lane(self, lane: int, trials: list[Trial]) -> None:
+        ns = lib.create_namespace(self.core, f"phased-boundary-{lane}")
+        for trial in trials:
+            name = trial.name
+            self.create(ns, training_job(name, two_phases=True))
+            try:
+
+                def first_running(n: str = name) -> list[PodView] | None:
+                    pods = [p for p in self.workers(ns, n, "first") if p.phase == "Running"]
+                    return pods if len(pods) == WORKERS else None
+
+                first = wait_for(first_running, 180, interval=0.25)
+                if not first:
+                    trial.error = "the first phase's 8 workers did not run within 180 s"
+                    self.report(trial)
+                    continue
+                victim = sorted(p.node or "" for p in first)[0]
+
+                done_ranks: set[str] = set()  # Phased may delete an ended worker at once
+
+                def ended(n: str = name, done: set[str] = done_ranks) -> bool:
+                    for p in self.watch.select(ns, n):
+                        if p.labels.get("phased.dev/phase") == "first" and p.phase == "Succeeded":
+                            done.add(p.labels.get("phased.dev/rank", ""))
+                    return len(done) == WORKERS
+
+                if not wait_for(ended, PHASE1_S + 120, interval=0.05):
+                    trial.error = "the first phase did not end"
+                    self.report(trial)
+                    continue
+                inject(self.core, trial.kind, victim)
+                trial.t_fail = now()
+                trial.victims = [victim]
+
+                def second_running(n: str = name, v: str = victim) -> float | None:
+                    pods = [
+                        p
+                        for p in self.workers(ns, n, "second")
+                        if p.phase == "Running" and p.node != v
+                    ]
+                    if len({p.labels.get("phased.dev/rank") for p in pods}) < WORKERS:
+                        return None
+                    return max(p.running_at or now() for p in pods)
+
+                trial.t_running = wait_for(second_running, self.never_after, interval=0.05)
+                if trial.t_running is not None:
+                    trial.ledger = self.ledger(ns, name, [victim])
+                self.report(trial)
+            finally:
+                self.delete(ns, name)
+                for node in trial.victims:
+                    restore(self.core, trial.kind, node)
+                # The next trial's job claims from what this one gives back.
+                wait_for(lambda n=name: not self.status(ns, n), 60, interval=0.5)
+
+    def delete(self, ns: str, name: str) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+        except Exception as exc:
+            log("phased", f"could not delete {ns}/{name}: {exc}")
+
+    def report(self, trial: Trial) -> None:
+        shown = f"{trial.seconds:.1f}s" if trial.seconds is not None else "not recovered"
+        if trial.error:
+            shown += f" ({trial.error})"
+        log("phased", f"{trial.kind} {trial.name} {','.join(trial.victims)}: {shown}")
+
+    def run(self, kinds: Sequence[str], trials: int) -> list[Trial]:
+        self.kubectl("apply", "-f", str(CRD))
+
+        def established() -> bool:
+            # kubectl wait fails outright while the new CRD has no conditions yet.
+            out = self.kubectl.run(
+                "get",
+                "crd/trainingjobs.phased.dev",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                check=False,
             )
+            return out.stdout.strip() == "True"
 
-        for i in range(trials):
-            try:
-                lib.wait_until(steady, 120, message="Phased job Running with its spares")
-            except lib.WaitTimeout:
-                print("[phased] job not back to Running with its spares: stopping", flush=True)
-                break
-            time.sleep(2)
-            victim = sorted(
-                (p for p in workers() if p.status.phase == "Running"),
-                key=lambda p: p.spec.node_name,
-            )[i % WORKERS]
-            node, rank = victim.spec.node_name, victim.metadata.labels["phased.dev/rank"]
-            lib.make_node_not_ready(core, node, wait=None)
-            trial = Trial(node=node, key=rank, old_uid=victim.metadata.uid, t_fail=now())
-
-            def replaced(trial: Trial = trial) -> bool:
-                for p in workers():
-                    if (
-                        p.metadata.labels.get("phased.dev/rank") == trial.key
-                        and p.metadata.uid != trial.old_uid
-                        and p.status.phase == "Running"
-                    ):
-                        return True
-                return False
-
-            try:
-                lib.wait_until(replaced, MISS_AFTER, interval=0.2, message=f"rank {rank} replaced")
-            except lib.WaitTimeout:
-                print(f"[phased] {node}: not replaced within {MISS_AFTER:.0f}s", flush=True)
-                done.append(trial)
-                lib.make_node_ready(core, node, wait=None)
-                continue
-            trial.t_running = now()
-
-            def entry(trial: Trial = trial) -> dict[str, Any] | None:
-                for e in status().get("failures") or []:
-                    if e.get("node") == trial.node and e.get("resumed"):
-                        return dict(e)
-                return None
-
-            trial.ledger = lib.wait_until(entry, 60, message=f"ledger entry for {node} resumed")
-            print(f"[phased] {node}: {trial.seconds:.1f}s  ledger {trial.ledger}", flush=True)
-            done.append(trial)
-            lib.make_node_ready(core, node, wait=None)  # stays quarantined (policy Quarantine)
-        kubectl("delete", "trainingjob", "bench", "-n", ns, "--wait=false")
-        time.sleep(5)
-    finally:
-        operator.stop()
-        lib.delete_namespace(core, ns)
-    return done
+        lib.wait_until(established, 60, message="the TrainingJob CRD Established")
+        logfile = Path(tempfile.gettempdir()) / "phased-bench-recovery-operator.log"
+        operator = Operator(self.kubeconfig, logfile).start()
+        results: list[Trial] = []
+        work: list[Callable[[], None]] = []
+        try:
+            for kind in kinds:
+                made = [Trial("phased", kind, f"{kind}-{i}") for i in range(trials)]
+                results += made
+                lanes = max(1, min(PHASED_LANES[kind], trials))
+                for lane in range(lanes):
+                    mine = made[lane::lanes]
+                    if kind == "phase-boundary":
+                        work.append(lambda n=lane, m=mine: self.boundary_lane(n, m))
+                    else:
+                        work.append(lambda k=kind, n=lane, m=mine: self.lane(k, n, m))
+            run_all("phased", work, len(work))
+        finally:
+            operator.stop()
+            self.watch.stop()
+        return results
 
 
 # --- report ----------------------------------------------------------------------------------
 
 
-def stats(trials: list[Trial]) -> tuple[int, float, float, float]:
-    values = [t.seconds for t in trials if t.seconds is not None]
-    return len(values), median(values), percentile(values, 90), max(values, default=float("nan"))
+def cutoff_of(system: str, args: Any) -> float:
+    return float(args.phased_never_after if system == "phased" else args.never_after)
 
 
-def missed(trials: list[Trial]) -> int:
-    return sum(1 for t in trials if t.seconds is None)
+def ranked(trials: Sequence[Trial]) -> list[float]:
+    """Recovery seconds, a trial not recovered as infinity (it sorts last)."""
+    return sorted(t.seconds if t.seconds is not None else math.inf for t in trials)
 
 
-def breakdown(trials: list[Trial]) -> list[list[object]]:
-    parts: dict[str, list[float]] = {
-        "report (failure -> NotReady; API times are whole seconds)": [],
-        f"detect (NotReady -> cordoned; includes the {GRACE_S}s grace)": [],
-        "swap (cordoned -> spare promoted)": [],
-        "resume (promoted -> every worker Running)": [],
-        "ledger total (detected -> resumed)": [],
-    }
-    keys = list(parts)
-    for t in trials:
-        e = t.ledger
-        det, cor = parse_ts(e.get("detected")), parse_ts(e.get("cordoned"))
-        rep, res = parse_ts(e.get("replaced")), parse_ts(e.get("resumed"))
-        if None in (det, cor, rep, res):
-            continue
-        assert det is not None and cor is not None and rep is not None and res is not None
-        parts[keys[0]].append(det - t.t_fail)
-        parts[keys[1]].append(cor - det)
-        parts[keys[2]].append(rep - cor)
-        parts[keys[3]].append(res - rep)
-        parts[keys[4]].append(res - det)
+def cell(values: Sequence[float], p: float, cutoff: float) -> str:
+    """The ``p``-th percentile by nearest rank; "max" when that is just the largest value
+    (too few trials for that percentile); "> N" when it falls on a trial not recovered."""
+    if not values:
+        return "-"
+    n = len(values)
+    v = values[nearest_rank(n, p) - 1]
+    if is_max_rank(n, p):
+        return "max"
+    return f"> {cutoff:.0f}" if math.isinf(v) else f"{v:.1f}"
+
+
+def row_for(system: str, kind: str, trials: list[Trial], cutoff: float) -> list[object]:
+    measured = [t for t in trials if t.error is None]
+    values = ranked(measured)
+    missed = sum(1 for v in values if math.isinf(v))
+    errors = len(trials) - len(measured)
+    count = f"{len(values)}" + (f" ({errors} not run)" if errors else "")
+    if values and missed == len(values):
+        shown = f"never within {cutoff:.0f} s"
+        return [kind, SYSTEMS[system], count, shown, "", "", "", ""]
+    worst = values[-1] if values else float("nan")
+    worst_s = f"> {cutoff:.0f}" if math.isinf(worst) else f"{worst:.1f}"
     return [
-        [k, f"{median(v):.2f}", f"{percentile(v, 90):.2f}", f"{max(v, default=float('nan')):.2f}"]
-        for k, v in parts.items()
+        kind,
+        SYSTEMS[system],
+        count,
+        cell(values, 50, cutoff),
+        cell(values, 90, cutoff),
+        cell(values, 99, cutoff),
+        worst_s,
+        f"{missed} not within {cutoff:.0f} s" if missed else "",
     ]
 
 
+def median_of(trials: Sequence[Trial]) -> float:
+    values = ranked([t for t in trials if t.error is None])
+    if not values:
+        return float("nan")
+    return values[nearest_rank(len(values), 50) - 1]
+
+
+def breakdown(trials: Sequence[Trial]) -> list[list[object]]:
+    """Phased's time per kind from its ledger: the trial's earliest ``detected``, latest
+    ``cordoned``, ``replaced`` and ``resumed`` over the nodes it lost."""
+    rows: list[list[object]] = []
+    kinds = list(dict.fromkeys(t.kind for t in trials))
+    for kind in kinds:
+        parts: dict[str, list[float]] = {k: [] for k in ("fd", "dc", "cr", "rs", "sr", "all")}
+        for t in trials:
+            if t.kind != kind or not t.ledger or t.t_fail is None or t.t_running is None:
+                continue
+            det = [parse_ts(e.get("detected")) for e in t.ledger]
+            cor = [parse_ts(e.get("cordoned")) for e in t.ledger]
+            rep = [parse_ts(e.get("replaced")) for e in t.ledger]
+            res = [parse_ts(e.get("resumed")) for e in t.ledger]
+            if any(x is None for x in det + cor + rep + res):
+                continue
+            d = min(x for x in det if x is not None)
+            c = max(x for x in cor if x is not None)
+            r = max(x for x in rep if x is not None)
+            s = max(x for x in res if x is not None)
+            parts["fd"].append(d - t.t_fail)
+            parts["dc"].append(c - d)
+            parts["cr"].append(r - c)
+            parts["rs"].append(s - r)
+            parts["sr"].append(t.t_running - s)
+            parts["all"].append(t.t_running - t.t_fail)
+        n = len(parts["all"])
+        if not n:
+            rows.append([kind, 0, "-", "-", "-", "-", "-", "-"])
+            continue
+
+        def med(values: list[float]) -> str:
+            ordered = sorted(values)
+            return f"{ordered[nearest_rank(len(ordered), 50) - 1]:.2f}"
+
+        rows.append(
+            [
+                kind,
+                n,
+                med(parts["fd"]),
+                med(parts["dc"]),
+                med(parts["cr"]),
+                med(parts["rs"]),
+                med(parts["sr"]),
+                med(parts["all"]),
+            ]
+        )
+    return rows
+
+
+def settings_table(systems: Sequence[str]) -> str:
+    rows = [
+        [
+            "kube-controller-manager --node-monitor-grace-period",
+            f"{GRACE_S} s",
+            f"{SHIPPED_KCM_GRACE_S} s (default)",
+            f"{GRACE_S} s",
+        ],
+        [
+            "kube-controller-manager --node-eviction-rate (nodes/s per zone)",
+            f"{SHIPPED_EVICTION_RATE} (default; Phased does not wait for evictions)",
+            f"{SHIPPED_EVICTION_RATE} (default)",
+            f"{TUNED_EVICTION_RATE}",
+        ],
+        [
+            "grace for a NotReady/Unknown node",
+            f"notReadyGrace {GRACE_S} s",
+            f"tolerationSeconds {SHIPPED_TOLERATION_S} s (added by the API server)",
+            f"tolerationSeconds {GRACE_S} s",
+        ],
+        ["grace for a GPU-fault condition", "gpuFaultGrace 0 s (default)", "no knob", "no knob"],
+        ["grace for lost allocatable GPUs", f"gpuDropGrace {GRACE_S} s", "no knob", "no knob"],
+        [
+            "replacement",
+            f"Gang restart onto {SPARES} spares, refilled from free nodes",
+            "Job controller, podReplacementPolicy TerminatingOrFailed, backoffLimit 6",
+            "Job controller, podReplacementPolicy Failed, podFailurePolicy Ignore "
+            "DisruptionTarget, backoffLimitPerIndex 6",
+        ],
+        [
+            "pod failure backoff (10 s, doubling)",
+            "none",
+            "per Job (not configurable)",
+            "per index (backoffLimitPerIndex)",
+        ],
+        [
+            "blast-radius breaker",
+            "massFailure.maxFailedPercent 100 (default 20: see below)",
+            "no such thing",
+            "no such thing",
+        ],
+    ]
+    shown = [SYSTEMS[s] for s in ("phased", "shipped", "tuned")]
+    return table(["setting", *shown], rows)
+
+
+def write_report(
+    args: Any,
+    systems: Sequence[str],
+    kinds: Sequence[str],
+    results: dict[str, list[Trial]],
+    runs: dict[str, str],
+    started: float,
+    load_before: str,
+) -> None:
+    """Print the tables and notes; write the section (after each system, so that a run cut
+    short still leaves what it measured, marked as unfinished)."""
+    rows = []
+    for kind in kinds:
+        base = median_of([t for t in results.get("phased", []) if t.kind == kind])
+        for system in systems:
+            mine = [t for t in results.get(system, []) if t.kind == kind]
+            row = row_for(system, kind, mine, cutoff_of(system, args))
+            med = median_of(mine)
+            if system == "phased" or math.isnan(base) or math.isnan(med):
+                ratio = ""
+            elif math.isinf(med) and math.isinf(base):
+                ratio = "both never"
+            elif math.isinf(med):
+                ratio = "never vs Phased"
+            elif math.isinf(base):
+                ratio = "Phased never"
+            else:
+                ratio = f"{med / base:.1f}x"
+            rows.append([*row, ratio])
+    text = table(
+        [
+            "failure",
+            "system",
+            "trials",
+            "p50 s",
+            "p90 s",
+            "p99 s",
+            "max s",
+            "not recovered",
+            "p50 vs Phased",
+        ],
+        rows,
+    )
+    parts = ""
+    if "phased" in results:
+        parts = table(
+            [
+                "failure",
+                "trials with a ledger",
+                "injection -> detected",
+                "detected -> cordoned",
+                "cordoned -> replaced",
+                "replaced -> resumed",
+                "resumed -> bench sees Running",
+                "total",
+            ],
+            breakdown(results["phased"]),
+        )
+    minutes = (now() - started) / 60
+    ledger_intro = (
+        "Phased's time from its failure ledger (medians, seconds). `detected` is the node "
+        "condition's transition time, which the API keeps in whole seconds."
+    )
+    per_run = "\n".join(f"- {SYSTEMS[s]}: {runs.get(s, 'not finished')}" for s in systems)
+    not_run = [s for s in SYSTEMS if s not in systems]
+    kinds_not_run = [k for k in KINDS if k not in kinds]
+    unfinished = [SYSTEMS[s] for s in systems if s not in runs]
+    warning = (
+        f"**Unfinished run: {', '.join(unfinished)} not measured (yet).**\n" if unfinished else ""
+    )
+    body = f"""
+{warning}Injection -> the replacement worker of every lost rank Running on a healthy node (wall
+clock, the bench's own watch of the pods). {args.trials} trials per cell; percentiles by
+nearest rank; "max" where the percentile needs more trials than there are (p99 needs 100,
+p90 needs 10); a trial not recovered within the cut-off ({args.never_after:.0f} s vanilla,
+{args.phased_never_after:.0f} s Phased) counts as slower than any other. Kueue was not run.
+{"Not run: " + ", ".join(SYSTEMS[s] for s in not_run) + "." if not_run else ""}
+{"Kinds not run: " + ", ".join(kinds_not_run) + "." if kinds_not_run else ""}
+
+{text}
+
+Failure kinds: {"; ".join(f"**{k}**: {KINDS[k]}" for k in kinds)}.
+
+Each system on a fresh cluster instance of its own, nothing else in it:
+{per_run}
+
+Settings (equal graces wherever both sides have the knob):
+
+{settings_table(systems)}
+
+{ledger_intro if parts else ""}
+
+{parts}
+
+How the trials ran:
+- Phased: lanes of TrainingJobs side by side ({", ".join(f"{k} {PHASED_LANES[k]}" for k in kinds)}),
+  each taking its trials one after the other once the job is back to 8 workers Running and
+  2 spares; one operator process for all of them, so the operator and the 2 CPUs are shared
+  by up to {sum(PHASED_LANES[k] for k in kinds)} jobs at once. Failed nodes stay quarantined
+  (nodeReturn Quarantine); the bench gives them back their health right after the trial.
+  With the breaker at its default (20 % of the pool within 5 minutes), a rack (4 of 10
+  nodes) or the third failure within 5 minutes stops automatic action until a person says
+  `phased proceed`: by design, not measured here.
+- Vanilla: one Indexed Job per trial (up to {args.vanilla_jobs} at once), pinned to one of
+  {ZONES} zones by a nodeSelector, as a training job is for its network; two-nodes and rack
+  fail nodes of that zone. The node lifecycle controller taints nodes NoExecute at
+  `--node-eviction-rate` per zone, so trials that taint nodes take turns per zone (no trial
+  waits behind another's nodes; a rack's own 4 nodes do queue, as they would). gpu-fault
+  and gpu-drop trials share Jobs, one trial per node (Kubernetes takes no action on
+  either). phase-boundary: phase 1 is a Job whose pods end after {PHASE1_S} s; the moment
+  all have, a node it used reports NotReady and phase 2 is created at once, as a workflow
+  engine would (the engine's own delay is not counted).
+- A silent node: kwok stops renewing its Lease and stops playing its pods, so a pod being
+  deleted there stays Terminating (a dead kubelet never confirms); `podReplacementPolicy:
+  Failed` then waits for ever, and Phased force-deletes. A node that reports NotReady: kwok
+  plays a kubelet that still stops the pods it is told to delete (phase Failed at once).
+- All: {WORKERS} workers on {WORKERS} 8-GPU nodes per job; whole run {minutes:.0f} min,
+  load average before {load_before}, after {load_average()}.
+"""
+    print(body)
+    if not args.no_write:
+        write_section(
+            "recovery",
+            "3. Recovery: Phased against vanilla Kubernetes",
+            body,
+            details={"Trials per cell": str(args.trials)},
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=10, help="Phased failures and tuned vanilla")
-    p.add_argument("--vanilla-trials", type=int, default=10, help="vanilla as shipped")
-    p.add_argument("--stagger", type=float, default=12.0, help="seconds between vanilla failures")
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument(
+        "--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS)
+    )
+    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
+    p.add_argument("--trials", type=int, default=30, help="trials per cell (system x kind)")
+    p.add_argument(
+        "--never-after", type=float, default=480, help="seconds before a vanilla trial is 'never'"
+    )
+    p.add_argument("--phased-never-after", type=float, default=120, help="the same for Phased")
+    p.add_argument("--vanilla-nodes", type=int, default=560, help="simulated nodes, vanilla")
+    p.add_argument("--vanilla-jobs", type=int, default=56, help="vanilla Jobs at once")
+    p.add_argument("--phased-nodes", type=int, default=520, help="simulated nodes, Phased")
     p.add_argument("--keep-cluster", action="store_true")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    kinds = [k for k in args.kinds.split(",") if k]
+    for s in systems:
+        if s not in SYSTEMS:
+            p.error(f"unknown system {s!r}")
+    for k in kinds:
+        if k not in KINDS:
+            p.error(f"unknown kind {k!r}")
 
-    cluster = BenchCluster("recovery")
+    # Dozens of trial threads share one client: urllib3 warns each time its pool is full.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    started = now()
+    load_before = load_average()
     results: dict[str, list[Trial]] = {}
-    tolerations: dict[str, str] = {}
+    runs: dict[str, str] = {}
+    cluster = BenchCluster("recovery")
     try:
-        cluster.up(h100=NODES)
-        core = lib.core_v1(cluster.kubeconfig)
-        kubectl = lib.Kubectl(cluster.kubeconfig)
-        results["vanilla, as shipped"], tolerations["shipped"] = run_vanilla(
-            core, kubectl, "shipped", None, args.vanilla_trials, args.stagger
-        )
-        results["Phased"] = run_phased(core, kubectl, cluster.kubeconfig, args.trials)
-        cluster.up(h100=NODES, kcm_flags=f"--node-monitor-grace-period={GRACE_S}s")
-        core = lib.core_v1(cluster.kubeconfig)
-        kubectl = lib.Kubectl(cluster.kubeconfig)
-        results["vanilla, tuned"], tolerations["tuned"] = run_vanilla(
-            core, kubectl, "tuned", GRACE_S, args.trials, 5.0
-        )
+        for system in systems:
+            flags = {
+                "phased": f"--node-monitor-grace-period={GRACE_S}s",
+                "shipped": "",
+                "tuned": (
+                    f"--node-monitor-grace-period={GRACE_S}s "
+                    f"--node-eviction-rate={TUNED_EVICTION_RATE:g}"
+                ),
+            }[system]
+            nodes = args.phased_nodes if system == "phased" else args.vanilla_nodes
+            cluster.up(h100=nodes, kcm_flags=flags)
+            core = lib.core_v1(cluster.kubeconfig)
+            zones = spread_zones(core)
+            t0, before = now(), load_average()
+            log(system, f"{nodes} nodes in {ZONES} zones; load {before}")
+            if system == "phased":
+                results[system] = PhasedSide(core, cluster.kubeconfig, args).run(kinds, args.trials)
+            else:
+                side = Vanilla(system, core, cluster.kubeconfig, zones, args)
+                results[system] = side.run(kinds, args.trials)
+            runs[system] = (
+                f"{nodes} nodes, {(now() - t0) / 60:.1f} min; load before {before}, "
+                f"after {load_average()}"
+            )
+            log(system, runs[system])
+            if system != systems[-1]:
+                write_report(args, systems, kinds, results, runs, started, load_before)
     finally:
         if not args.keep_cluster:
             cluster.down()
 
-    phased_median = stats(results["Phased"])[1]
-    rows = []
-    for side, trials in results.items():
-        n, med, p90, worst = stats(trials)
-        ratio = med / phased_median if phased_median else float("nan")
-        count = f"{n}" + (f" (+{missed(trials)} not recovered)" if missed(trials) else "")
-        rows.append([side, count, f"{med:.1f}", f"{p90:.1f}", f"{worst:.1f}", f"{ratio:.1f}x"])
-    text = table(["side", "failures", "median s", "p90 s", "max s", "median vs Phased"], rows)
-    parts = table(
-        ["Phased, from the ledger", "median s", "p90 s", "max s"], breakdown(results["Phased"])
-    )
-    shipped = stats(results["vanilla, as shipped"])[1]
-    tuned = stats(results["vanilla, tuned"])[1]
-    notes = f"""
-Failure -> the replacement worker of the lost rank Running, wall clock, {NODES} simulated
-H100 nodes, {WORKERS} workers. Vanilla pod tolerations as admitted: as shipped
-`{tolerations.get("shipped", "?")}`; tuned `{tolerations.get("tuned", "?")}`.
-
-{parts}
-
-**Phased recovers in {phased_median:.1f} s (median) against {shipped:.1f} s for vanilla
-Kubernetes as shipped ({shipped / phased_median:.0f}x) and {tuned:.1f} s for vanilla tuned to
-the same 10 s ({tuned / phased_median:.1f}x).**
-
-Reading the figures:
-- The simulated failure is the kubelet *reporting* Ready=False. The node lifecycle
-  controller taints such a node `not-ready:NoExecute` at its next monitor pass (5 s), so
-  `--node-monitor-grace-period` (50 s as shipped, 10 s tuned) is not on this path; it adds
-  itself only when a kubelet goes silent (Ready=Unknown after the grace). Vanilla as
-  shipped is dominated by the 300 s `tolerationSeconds` the API server adds to every pod;
-  then the taint-eviction controller deletes the pod, the Job controller creates the
-  replacement for the index and the scheduler places it on a free node.
-- Tuned vanilla closes most of the gap on this one measure, but it has no notion of a gang
-  (the other 7 workers keep running against a dead peer until the training code notices),
-  nothing keeps a warm node for the replacement (here the cluster happens to have free
-  nodes), no cordon of the bad node beyond the taint, and no ledger: a pod restarted on a
-  flapping node just fails again. Phased's figure is the whole gang back on a promoted spare.
-- Phased's time is the {GRACE_S} s grace plus the operator's reaction and the pod start.
-- Vanilla trials overlap: one Indexed Job of {WORKERS} pods per trial, one failure every
-  {args.stagger:.0f} s, so ten take ~7 minutes, not 50; zone-disruption thresholds are not
-  reached (at most ~10 of {NODES} nodes down at once, two zones). One Job per failure because
-  the Job controller backs off (10 s, 20 s, 40 s, ...) between replacements of a Job's
-  repeated failures; a real run's failures are days apart. Phased has no such backoff and
-  runs all its trials on one TrainingJob.
-"""
-    print(text)
-    print(notes)
-    if not args.no_write:
-        write_section(
-            "recovery", "3. Recovery: Phased against vanilla Kubernetes", text + "\n" + notes
-        )
+        write_report(args, systems, kinds, results, runs, started, load_before)
     return 0
 
 

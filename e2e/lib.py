@@ -5,7 +5,8 @@ demo and benchmarks can share it. The simulated reality is driven through annota
 cluster's kwok stages understand (see ``e2e/README.md``):
 
     pods:  sim.phased.dev/succeed-after, sim.phased.dev/fail-after   ("30s", "2m", ...)
-    nodes: sim.phased.dev/not-ready ("true"), sim.phased.dev/gpu-fault (a condition type)
+    nodes: sim.phased.dev/not-ready ("true"), sim.phased.dev/gpu-fault (a condition type),
+           sim.phased.dev/silent ("true", with the node's Lease taken from kwok: silence_node)
 
 On kind (real kubelets) the annotations do nothing; the node helpers that patch status
 still work but the kubelet overwrites them on its next status update.
@@ -35,6 +36,10 @@ SUCCEED_AFTER = "sim.phased.dev/succeed-after"
 FAIL_AFTER = "sim.phased.dev/fail-after"
 NOT_READY = "sim.phased.dev/not-ready"
 GPU_FAULT = "sim.phased.dev/gpu-fault"
+SILENT = "sim.phased.dev/silent"
+# The holder a silent node's Lease is given: kwok renews only leases it holds (or that expired).
+SILENT_HOLDER = "sim.phased.dev/silent"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 GPU_FAULT_REASON = "XidError"
 
 NVIDIA_GPU = "nvidia.com/gpu"
@@ -210,6 +215,110 @@ def make_node_ready(core: Any, node: str, wait: float | None = 30) -> None:
         wait_until(lambda: node_ready(core, node) == "True", wait, message=f"{node} Ready")
 
 
+def _coordination(core: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoordinationV1Api(core.api_client)
+
+
+def _silenced_events(core: Any, node: str) -> int:
+    """How many times kwok reported the node silenced (its NodeSilenced event's count)."""
+    events = core.list_namespaced_event(
+        "default",
+        field_selector=f"involvedObject.kind=Node,involvedObject.name={node},reason=NodeSilenced",
+    ).items
+    return sum(e.count or 1 for e in events)
+
+
+def _pods_on(core: Any, node: str) -> list[Any]:
+    return list(core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items)
+
+
+def silence_node(core: Any, node: str, wait: float | None = 30) -> None:
+    """The node goes silent, as when its kubelet dies or the network cuts it off: no more
+    status, no more Lease renewals. kwok first drops whatever it had queued for the node
+    (stage ``phased-node-silent``, on the annotation), then the node's Lease is given to
+    another holder without a renewal, so kwok stops renewing it. The pods bound to the node
+    get the annotation too, so that kwok no longer plays them (a pod being deleted stays
+    Terminating); a pod bound to it later still is. The node
+    lifecycle controller marks it Ready=Unknown ``--node-monitor-grace-period`` after the
+    last renewal and taints it ``node.kubernetes.io/unreachable``. Undo with
+    :func:`unsilence_node`. ``wait``: seconds to wait for kwok to see the annotation before
+    the Lease is taken (it proceeds anyway after that)."""
+    from kubernetes.client.exceptions import ApiException
+
+    # The kubelet is gone: its pods are frozen as they are (kwok would go on playing them).
+    for pod in _pods_on(core, node):
+        with contextlib.suppress(ApiException):
+            core.patch_namespaced_pod(
+                pod.metadata.name,
+                pod.metadata.namespace,
+                {"metadata": {"annotations": {SILENT: "true"}}},
+            )
+    before = _silenced_events(core, node)
+    _annotate(core, node, {SILENT: "true"})
+    if wait:
+        with contextlib.suppress(WaitTimeout):
+            wait_until(
+                lambda: _silenced_events(core, node) > before,
+                wait,
+                interval=0.1,
+                message=f"kwok to see {node} silenced",
+            )
+    # Same renewTime: the node lifecycle controller sees no renewal. A day's duration: kwok
+    # sees someone else holding it and leaves it alone.
+    _coordination(core).patch_namespaced_lease(
+        node,
+        NODE_LEASE_NAMESPACE,
+        {"spec": {"holderIdentity": SILENT_HOLDER, "leaseDurationSeconds": 86400}},
+    )
+
+
+def unsilence_node(core: Any, node: str, wait: float | None = 60) -> None:
+    """Undo :func:`silence_node`: the Lease goes (kwok makes a new one within its renewal
+    interval, ~10 s, and manages the node again), then the annotations of the node and its
+    pods; the node is Ready."""
+    from kubernetes.client.exceptions import ApiException
+
+    leases = _coordination(core)
+    try:
+        lease = leases.read_namespaced_lease(node, NODE_LEASE_NAMESPACE)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        lease = None
+    if lease is not None and lease.spec.holder_identity == SILENT_HOLDER:
+        with contextlib.suppress(ApiException):
+            leases.delete_namespaced_lease(node, NODE_LEASE_NAMESPACE)
+
+    def held_by_kwok() -> bool:
+        try:
+            got = leases.read_namespaced_lease(node, NODE_LEASE_NAMESPACE)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return got.spec.holder_identity not in (None, SILENT_HOLDER)
+
+    # kwok plays the node again only once it holds the Lease: remove the annotation after.
+    wait_until(held_by_kwok, max(wait or 0, 30), message=f"kwok holding {node}'s Lease again")
+    _annotate(core, node, {SILENT: None})
+    for pod in _pods_on(core, node):
+        if (pod.metadata.annotations or {}).get(SILENT):
+            with contextlib.suppress(ApiException):
+                core.patch_namespaced_pod(
+                    pod.metadata.name,
+                    pod.metadata.namespace,
+                    {"metadata": {"annotations": {SILENT: None}}},
+                )
+    if wait:
+        wait_until(lambda: node_ready(core, node) == "True", wait, message=f"{node} Ready")
+
+
+def is_silent(core: Any, node: str) -> bool:
+    return (core.read_node(node).metadata.annotations or {}).get(SILENT) == "true"
+
+
 def set_gpu_fault(
     core: Any, node: str, condition: str = "GPUXidError", wait: float | None = 30
 ) -> None:
@@ -258,7 +367,10 @@ def allocatable(core: Any, node: str, resource: str = NVIDIA_GPU) -> int:
 
 
 def reset_node(core: Any, node: str, wait: float | None = 60) -> None:
-    """Undo every simulation on a node: Ready, no GPU fault, allocatable = capacity."""
+    """Undo every simulation on a node: Ready, not silent, no GPU fault, allocatable =
+    capacity."""
+    if is_silent(core, node):
+        unsilence_node(core, node, wait=None)
     _annotate(core, node, {NOT_READY: None, GPU_FAULT: None})
     restore_allocatable(core, node)
     if wait:

@@ -5,6 +5,7 @@ which exits non-zero when a process or port is left behind.)"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -105,6 +106,8 @@ def test_pod_with_finalizer_waits_for_it_then_goes(
         message="deletionTimestamp",
     )
     assert lib.pod_phase(core, namespace, "held") is not None  # held by its finalizer
+    # Meanwhile its containers stop and it goes Failed, as a kubelet reports a deleted pod.
+    lib.wait_pod_phase(core, namespace, "held", "Failed", timeout=30)
     core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
     lib.wait_pod_gone(core, namespace, "held", timeout=30)
 
@@ -126,6 +129,34 @@ def test_not_ready_node_is_tainted_by_node_lifecycle_controller_and_recovers(
 
     lib.make_node_ready(core, node)
     lib.wait_for_no_taint(core, node, taints, timeout=60)
+
+
+def test_silent_node_goes_unknown_keeps_its_pods_and_comes_back(
+    core: Any, namespace: str, sim_node: Any, simulated: bool
+) -> None:
+    """Heartbeats stop: Ready=Unknown after the node-monitor grace (50 s here), the
+    unreachable taint, and a pod deleted there stays Terminating (nobody confirms)."""
+    node = sim_node("cpu-002")
+    body = lib.sim_pod("on-silent", node_name=node)
+    body["spec"]["terminationGracePeriodSeconds"] = 30  # a graceful delete, which waits
+    core.create_namespaced_pod(namespace, body)
+    lib.wait_pod_phase(core, namespace, "on-silent", "Running")
+
+    lib.silence_node(core, node)
+    lib.wait_until(lambda: lib.node_ready(core, node) == "Unknown", 90, message="Unknown")
+    lib.wait_for_taint(core, node, ["node.kubernetes.io/unreachable"], timeout=30)
+    core.delete_namespaced_pod("on-silent", namespace)
+    lib.wait_until(
+        lambda: core.read_namespaced_pod("on-silent", namespace).metadata.deletion_timestamp,
+        10,
+        message="deletionTimestamp",
+    )
+    time.sleep(3)
+    assert lib.pod_phase(core, namespace, "on-silent") == "Running"  # nobody confirms
+
+    lib.unsilence_node(core, node)
+    lib.wait_pod_gone(core, namespace, "on-silent", timeout=30)
+    lib.wait_for_no_taint(core, node, ["node.kubernetes.io/unreachable"], timeout=60)
 
 
 def test_gpu_fault_condition_on_a_ready_node(core: Any, sim_node: Any, simulated: bool) -> None:
