@@ -1,6 +1,7 @@
 """The operator at scale: 500, 1,000 and 2,000 simulated GPU nodes, 12 concurrent TrainingJobs.
 
     python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--no-profile]
+                          [--baseline REF] [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--no-write]
 
 Starts its OWN cluster instance (``phased-bench-scale``, ports 32810-32815, its own folder
@@ -17,6 +18,12 @@ only added), and stops it at the end. For each size a fresh operator process
 - resident memory (VmRSS) and CPU (utime+stime from /proc/<pid>/stat) of the operator;
 - the time from start to ready (the node view synced).
 
+With ``--baseline REF`` each size is run twice on the same cluster, one operator after the
+other: first the operator of commit REF (checked out into a temporary ``git worktree``,
+removed at the end), then this checkout's; the table has one row per operator and size, and
+the figures go to their own section of RESULTS.md ("before and after"). The baseline never
+runs under the profiler.
+
 With profiling on (the default; ``PHASED_BENCH_PROFILE=0`` or ``--no-profile`` turns it
 off) the operator at the largest size runs under ``python -m cProfile`` and the top
 functions by cumulative and own time are printed and recorded. The hook lives here only:
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,6 +131,7 @@ def proc_sample(pid: int) -> tuple[float, float]:
 @dataclass
 class SizeResult:
     nodes: int
+    operator: str = "this checkout"
     ready_s: float = 0.0
     reactions: list[float] = field(default_factory=list)
     idle_passes_s: float = 0.0
@@ -150,8 +159,10 @@ def run_size(
     jobs: int,
     failures: int,
     profile: Path | None,
+    variant: tuple[str, dict[str, str]] = ("this checkout", {}),
 ) -> SizeResult:
-    result = SizeResult(nodes=size)
+    label, env = variant
+    result = SizeResult(nodes=size, operator=label)
     created, _ = ensure_nodes(core, {"h100": size})
     print(f"[{size}] nodes: {len(created)} created", flush=True)
     lib.wait_until(
@@ -167,12 +178,13 @@ def run_size(
         interval=2,
         message=f"{size} nodes Ready",
     )
-    log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}.log"
+    tag = "".join(c if c.isalnum() else "-" for c in label)
+    log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}-{tag}.log"
     log.unlink(missing_ok=True)
     if profile is not None:
-        op: Operator = ProfiledOperator(cluster.kubeconfig, log, profile_path=profile)
+        op: Operator = ProfiledOperator(cluster.kubeconfig, log, profile_path=profile, env=env)
     else:
-        op = Operator(cluster.kubeconfig, log)
+        op = Operator(cluster.kubeconfig, log, env=env)
     t0 = time.monotonic()
     op.start(wait_ready=False)
     op.wait_ready(timeout=300)
@@ -180,6 +192,7 @@ def run_size(
     assert op.proc is not None
     pid = op.proc.pid
     ns = lib.create_namespace(core, f"bench-scale-{size}")
+    print(f"[{size}] operator: {label} (log {log})", flush=True)
     try:
         for j in range(jobs):
             kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(training_job(f"job-{j}")))
@@ -259,7 +272,7 @@ def run_size(
         result.mean_pass_ms = 1000 * (s2 - s0) / max(1.0, c2 - c0)
         result.rss_peak_mib = max(peak, rss2)
         print(
-            f"[{size}] ready {result.ready_s:.1f}s reaction median "
+            f"[{size}] {label}: ready {result.ready_s:.1f}s reaction median "
             f"{median(result.reactions):.2f}s p99 {percentile(result.reactions, 99):.2f}s "
             f"rss {result.rss_mib:.0f}->{result.rss_peak_mib:.0f} MiB",
             flush=True,
@@ -368,12 +381,65 @@ def profile_report(path: Path, top: int = 12) -> str:
     )
 
 
+class Baseline:
+    """The operator of another commit, checked out into a temporary git worktree."""
+
+    def __init__(self, ref: str) -> None:
+        repo = Path(__file__).resolve().parent.parent
+        self.repo = repo
+        self.sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", ref],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        self.path = Path(tempfile.mkdtemp(prefix="phased-bench-baseline-"))
+        shutil.rmtree(self.path)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "add", "--detach", str(self.path), self.sha],
+            check=True,
+        )
+        self.label = f"before ({self.sha})"
+        # The harness puts this checkout's operator/ first on PYTHONPATH; this replaces it.
+        self.env = {"PYTHONPATH": str(self.path / "operator")}
+
+    def remove(self) -> None:
+        subprocess.run(
+            ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(self.path)],
+            check=False,
+        )
+
+
+def this_checkout() -> str:
+    repo = Path(__file__).resolve().parent.parent
+    sha = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--", "operator"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return f"after ({sha}{'+changes' if dirty else ''})"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="500,1000,2000")
     p.add_argument("--jobs", type=int, default=12)
     p.add_argument("--failures", type=int, default=30)
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run the operator of commit REF at each size, before this checkout's",
+    )
+    p.add_argument("--cluster", default="scale", help="bench cluster name (phased-bench-NAME)")
+    p.add_argument("--port-base", type=int, default=32810, help="its six ports start here")
     p.add_argument("--keep-cluster", action="store_true")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
@@ -382,8 +448,14 @@ def main(argv: list[str] | None = None) -> int:
     prof_path = Path(tempfile.gettempdir()) / "phased-bench-scale.prof"
     prof_path.unlink(missing_ok=True)
 
-    cluster = BenchCluster("scale", port_base=32810)
+    cluster = BenchCluster(args.cluster, port_base=args.port_base)
     results: list[SizeResult] = []
+    baseline = Baseline(args.baseline) if args.baseline else None
+    variants: list[tuple[str, dict[str, str]]] = [
+        (this_checkout() if baseline else "this checkout", {})
+    ]
+    if baseline is not None:
+        variants.insert(0, (baseline.label, baseline.env))
     try:
         cluster.up(h100=min(sizes))
         core = lib.core_v1(cluster.kubeconfig)
@@ -391,17 +463,31 @@ def main(argv: list[str] | None = None) -> int:
         kubectl("apply", "-f", str(CRD))
         kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev")
         for size in sizes:
-            profile = prof_path if profiling and size == max(sizes) else None
-            results.append(
-                run_size(cluster, core, kubectl, size, args.jobs, args.failures, profile)
-            )
+            for variant in variants:
+                baseline_run = baseline is not None and variant[0] == baseline.label
+                profiled = profiling and size == max(sizes) and not baseline_run
+                results.append(
+                    run_size(
+                        cluster,
+                        core,
+                        kubectl,
+                        size,
+                        args.jobs,
+                        args.failures,
+                        prof_path if profiled else None,
+                        variant,
+                    )
+                )
     finally:
         if not args.keep_cluster:
             cluster.down()
+        if baseline is not None:
+            baseline.remove()
 
     rows = [
         [
             r.nodes,
+            *([r.operator] if baseline else []),
             args.jobs,
             f"{r.ready_s:.1f}",
             f"{len(r.reactions)}" + (f" ({r.missed} missed)" if r.missed else ""),
@@ -419,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     headers = [
         "nodes",
+        *(["operator"] if baseline else []),
         "jobs",
         "start->ready s",
         "failures",
@@ -436,14 +523,24 @@ def main(argv: list[str] | None = None) -> int:
     prof = ""
     if profiling and prof_path.exists():
         prof = profile_report(prof_path)
+    profiled_note = (
+        "The largest size ran under cProfile (slower than without), so its figures are an "
+        "upper bound."
+        if profiling
+        else "No profiler ran."
+    )
+    if baseline is not None:
+        profiled_note += (
+            f" Each size ran the operator of {baseline.sha} (before) and then this checkout's"
+            " (after), one after the other on the same cluster and nodes."
+        )
     note = f"""
 Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
 pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
 is the operator's own time (with a real grace, add it). The bench polls every 0.1 s and
 each poll is a list call, so a few tens of ms of the figure are the bench's. CPU % is of one
-core. The largest size ran under cProfile (slower than without), so its figures are an
-upper bound. Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs
-(the machine is shared).
+core. {profiled_note} Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()}
+CPUs (the machine is shared).
 """
     body = text + "\n" + note
     if prof:
@@ -451,7 +548,13 @@ upper bound. Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count(
             "\nProfile of the operator at the largest size (cProfile):\n\n```\n" + prof + "\n```\n"
         )
     print(body)
-    if not args.no_write:
+    if not args.no_write and baseline is not None:
+        write_section(
+            "scale-before-after",
+            "4b. Scale, before and after: one operator against another on the same cluster",
+            body,
+        )
+    elif not args.no_write:
         write_section("scale", "4. Scale: 500 to 2,000 nodes, concurrent jobs", body)
     return 0
 
