@@ -461,7 +461,16 @@ def main(argv: list[str] | None = None) -> int:
         core = lib.core_v1(cluster.kubeconfig)
         kubectl = lib.Kubectl(cluster.kubeconfig)
         kubectl("apply", "-f", str(CRD))
-        kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev")
+
+        def established() -> bool:
+            # Right after the apply the CRD may have no conditions yet: kubectl wait fails.
+            try:
+                kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev")
+            except lib.KubectlError:
+                return False
+            return True
+
+        lib.wait_until(established, 60, interval=1, message="the CRD Established")
         for size in sizes:
             for variant in variants:
                 baseline_run = baseline is not None and variant[0] == baseline.label
