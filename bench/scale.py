@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,7 @@ def run_size(
             )
             >= size
         ),
-        300,
+        max(300.0, 90 + 0.1 * size),  # as e2e/cluster/up.sh waits for its own nodes
         interval=2,
         message=f"{size} nodes Ready",
     )
@@ -456,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if baseline is not None:
         variants.insert(0, (baseline.label, baseline.env))
+    stopped = ""
     try:
         cluster.up(h100=min(sizes))
         core = lib.core_v1(cluster.kubeconfig)
@@ -475,18 +477,27 @@ def main(argv: list[str] | None = None) -> int:
             for variant in variants:
                 baseline_run = baseline is not None and variant[0] == baseline.label
                 profiled = profiling and size == max(sizes) and not baseline_run
-                results.append(
-                    run_size(
-                        cluster,
-                        core,
-                        kubectl,
-                        size,
-                        args.jobs,
-                        args.failures,
-                        prof_path if profiled else None,
-                        variant,
+                try:
+                    results.append(
+                        run_size(
+                            cluster,
+                            core,
+                            kubectl,
+                            size,
+                            args.jobs,
+                            args.failures,
+                            prof_path if profiled else None,
+                            variant,
+                        )
                     )
-                )
+                except Exception as exc:  # keep what the smaller sizes measured
+                    if not results:
+                        raise
+                    traceback.print_exc()
+                    stopped = f"The run stopped at {size:,} nodes ({variant[0]}): {exc}"
+                    break
+            if stopped:
+                break
     finally:
         if not args.keep_cluster:
             cluster.down()
@@ -543,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
             f" Each size ran the operator of {baseline.sha} (before) and then this checkout's"
             " (after), one after the other on the same cluster and nodes."
         )
+    if stopped:
+        profiled_note += " " + stopped.splitlines()[0][:300]
     note = f"""
 Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
 pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
