@@ -143,6 +143,7 @@ class SizeResult:
     idle_cpu_pct: float = 0.0
     busy_cpu_pct: float = 0.0
     missed: int = 0
+    load: float = 0.0  # 1-minute load average at the end of the failures
 
 
 def reconcile_count(op: Operator) -> tuple[float, float]:
@@ -272,6 +273,7 @@ def run_size(
         result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
         result.mean_pass_ms = 1000 * (s2 - s0) / max(1.0, c2 - c0)
         result.rss_peak_mib = max(peak, rss2)
+        result.load = os.getloadavg()[0]
         print(
             f"[{size}] {label}: ready {result.ready_s:.1f}s reaction median "
             f"{median(result.reactions):.2f}s p99 {percentile(result.reactions, 99):.2f}s "
@@ -428,6 +430,143 @@ def this_checkout() -> str:
     return f"after ({sha}{'+changes' if dirty else ''})"
 
 
+def compare(results: list[SizeResult], before_label: str) -> str:
+    """After against before, size by size: the figures the change is about."""
+    rows = []
+    for after in results:
+        if after.operator == before_label:
+            continue
+        before = next(
+            (r for r in results if r.nodes == after.nodes and r.operator == before_label), None
+        )
+        if before is None:
+            continue
+
+        def pair(b: float, a: float, unit: str = "") -> str:
+            return f"{b:.0f}{unit} -> {a:.0f}{unit}"
+
+        rows.append(
+            [
+                after.nodes,
+                pair(
+                    percentile(before.reactions, 99) * 1000, percentile(after.reactions, 99) * 1000
+                ),
+                pair(median(before.reactions) * 1000, median(after.reactions) * 1000),
+                pair(before.idle_cpu_pct, after.idle_cpu_pct, " %"),
+                pair(before.busy_cpu_pct, after.busy_cpu_pct, " %"),
+                pair(before.mean_pass_ms, after.mean_pass_ms),
+                pair(before.rss_peak_mib, after.rss_peak_mib),
+                f"{before.ready_s:.1f} -> {after.ready_s:.1f}",
+            ]
+        )
+    headers = [
+        "nodes",
+        "reaction p99 ms",
+        "reaction median ms",
+        "CPU idle",
+        "CPU failing",
+        "mean pass ms",
+        "RSS peak MiB",
+        "start->ready s",
+    ]
+    return "Before -> after:\n\n" + table(headers, rows)
+
+
+def report(
+    args: argparse.Namespace,
+    results: list[SizeResult],
+    baseline: Baseline | None,
+    profiling: bool,
+    prof_path: Path,
+    stopped: str,
+    going_on: bool = False,
+) -> None:
+    """Print the table and (unless --no-write) write it into RESULTS.md; ``going_on``: more
+    sizes are still to run (the section is rewritten after every size, so a run cut short
+    keeps what it measured)."""
+    rows = [
+        [
+            r.nodes,
+            *([r.operator] if baseline else []),
+            args.jobs,
+            f"{r.ready_s:.1f}",
+            f"{len(r.reactions)}" + (f" ({r.missed} missed)" if r.missed else ""),
+            f"{median(r.reactions) * 1000:.0f}",
+            f"{percentile(r.reactions, 99) * 1000:.0f}",
+            f"{r.idle_passes_s:.2f}",
+            f"{r.busy_passes_s:.2f}",
+            f"{r.mean_pass_ms:.0f}",
+            f"{r.rss_mib:.0f}",
+            f"{r.rss_peak_mib:.0f}",
+            f"{r.idle_cpu_pct:.0f}",
+            f"{r.busy_cpu_pct:.0f}",
+            f"{r.load:.1f}",
+        ]
+        for r in results
+    ]
+    headers = [
+        "nodes",
+        *(["operator"] if baseline else []),
+        "jobs",
+        "start->ready s",
+        "failures",
+        "reaction median ms",
+        "reaction p99 ms",
+        "passes/s idle",
+        "passes/s failing",
+        "mean pass ms",
+        "RSS MiB",
+        "RSS peak MiB",
+        "CPU % idle",
+        "CPU % failing",
+        "load avg",
+    ]
+    text = table(headers, rows)
+    if baseline is not None:
+        text += "\n\n" + compare(results, baseline.label)
+    prof = ""
+    if profiling and prof_path.exists():
+        prof = profile_report(prof_path)
+    profiled_note = (
+        "The largest size ran under cProfile (slower than without), so its figures are an "
+        "upper bound."
+        if profiling
+        else "No profiler ran."
+    )
+    if baseline is not None:
+        profiled_note += (
+            f" Each size ran the operator of {baseline.sha} (before) and then this checkout's"
+            " (after), one after the other on the same cluster and nodes."
+        )
+    if stopped:
+        profiled_note += " " + stopped.splitlines()[0][:300]
+    if going_on:
+        profiled_note += " (Written after each size: the run was still going on.)"
+    note = f"""
+Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
+pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
+is the operator's own time (with a real grace, add it). The bench polls every 0.1 s and
+each poll is a list call, so a few tens of ms of the figure are the bench's; with fewer
+than 100 failures a size, p99 is the slowest one. CPU % is of one
+core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
+failures, on {os.cpu_count()} CPUs (the machine is shared).
+"""
+    body = text + "\n" + note
+    if prof:
+        body += (
+            "\nProfile of the operator at the largest size (cProfile):\n\n```\n" + prof + "\n```\n"
+        )
+    print(body)
+    if not args.no_write and baseline is not None:
+        write_section(
+            "scale-before-after",
+            "4b. Scale, before and after: one operator against another on the same cluster",
+            body,
+        )
+    elif not args.no_write:
+        write_section("scale", "4. Scale: 500 to 2,000 nodes, concurrent jobs", body)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="500,1000,2000")
@@ -498,86 +637,15 @@ def main(argv: list[str] | None = None) -> int:
                     break
             if stopped:
                 break
+            if size != sizes[-1]:
+                report(args, results, baseline, profiling, prof_path, stopped, going_on=True)
     finally:
         if not args.keep_cluster:
             cluster.down()
         if baseline is not None:
             baseline.remove()
 
-    rows = [
-        [
-            r.nodes,
-            *([r.operator] if baseline else []),
-            args.jobs,
-            f"{r.ready_s:.1f}",
-            f"{len(r.reactions)}" + (f" ({r.missed} missed)" if r.missed else ""),
-            f"{median(r.reactions) * 1000:.0f}",
-            f"{percentile(r.reactions, 99) * 1000:.0f}",
-            f"{r.idle_passes_s:.2f}",
-            f"{r.busy_passes_s:.2f}",
-            f"{r.mean_pass_ms:.0f}",
-            f"{r.rss_mib:.0f}",
-            f"{r.rss_peak_mib:.0f}",
-            f"{r.idle_cpu_pct:.0f}",
-            f"{r.busy_cpu_pct:.0f}",
-        ]
-        for r in results
-    ]
-    headers = [
-        "nodes",
-        *(["operator"] if baseline else []),
-        "jobs",
-        "start->ready s",
-        "failures",
-        "reaction median ms",
-        "reaction p99 ms",
-        "passes/s idle",
-        "passes/s failing",
-        "mean pass ms",
-        "RSS MiB",
-        "RSS peak MiB",
-        "CPU % idle",
-        "CPU % failing",
-    ]
-    text = table(headers, rows)
-    prof = ""
-    if profiling and prof_path.exists():
-        prof = profile_report(prof_path)
-    profiled_note = (
-        "The largest size ran under cProfile (slower than without), so its figures are an "
-        "upper bound."
-        if profiling
-        else "No profiler ran."
-    )
-    if baseline is not None:
-        profiled_note += (
-            f" Each size ran the operator of {baseline.sha} (before) and then this checkout's"
-            " (after), one after the other on the same cluster and nodes."
-        )
-    if stopped:
-        profiled_note += " " + stopped.splitlines()[0][:300]
-    note = f"""
-Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
-pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
-is the operator's own time (with a real grace, add it). The bench polls every 0.1 s and
-each poll is a list call, so a few tens of ms of the figure are the bench's. CPU % is of one
-core. {profiled_note} Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()}
-CPUs (the machine is shared).
-"""
-    body = text + "\n" + note
-    if prof:
-        body += (
-            "\nProfile of the operator at the largest size (cProfile):\n\n```\n" + prof + "\n```\n"
-        )
-    print(body)
-    if not args.no_write and baseline is not None:
-        write_section(
-            "scale-before-after",
-            "4b. Scale, before and after: one operator against another on the same cluster",
-            body,
-        )
-    elif not args.no_write:
-        write_section("scale", "4. Scale: 500 to 2,000 nodes, concurrent jobs", body)
+    report(args, results, baseline, profiling, prof_path, stopped)
     return 0
 
 
