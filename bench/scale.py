@@ -1,7 +1,7 @@
 """The operator at scale: 500, 1,000 and 2,000 simulated GPU nodes, 12 concurrent TrainingJobs.
 
     python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--no-profile]
-                          [--baseline REF] [--cluster NAME --port-base PORT]
+                          [--baseline REF [--rounds N]] [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--no-write]
 
 Starts its OWN cluster instance (``phased-bench-scale``, ports 32810-32815, its own folder
@@ -22,7 +22,9 @@ With ``--baseline REF`` each size is run twice on the same cluster, one operator
 other: first the operator of commit REF (checked out into a temporary ``git worktree``,
 removed at the end), then this checkout's; the table has one row per operator and size, and
 the figures go to their own section of RESULTS.md ("before and after"). The baseline never
-runs under the profiler.
+runs under the profiler. ``--rounds N`` runs both N times at each size, in alternating
+order (before, after, after, before, ...), so that load from others on a shared machine
+falls on both alike; the comparison pools the rounds.
 
 With profiling on (the default; ``PHASED_BENCH_PROFILE=0`` or ``--no-profile`` turns it
 off) the operator at the largest size runs under ``python -m cProfile`` and the top
@@ -430,24 +432,50 @@ def this_checkout() -> str:
     return f"after ({sha}{'+changes' if dirty else ''})"
 
 
+def pooled(runs: list[SizeResult]) -> SizeResult:
+    """Several runs of one operator at one size as one: reactions together, the other
+    figures averaged (peaks: the highest)."""
+    if len(runs) == 1:
+        return runs[0]
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    return SizeResult(
+        nodes=runs[0].nodes,
+        operator=runs[0].operator,
+        ready_s=mean([r.ready_s for r in runs]),
+        reactions=[x for r in runs for x in r.reactions],
+        idle_passes_s=mean([r.idle_passes_s for r in runs]),
+        busy_passes_s=mean([r.busy_passes_s for r in runs]),
+        mean_pass_ms=mean([r.mean_pass_ms for r in runs]),
+        rss_mib=mean([r.rss_mib for r in runs]),
+        rss_peak_mib=max(r.rss_peak_mib for r in runs),
+        idle_cpu_pct=mean([r.idle_cpu_pct for r in runs]),
+        busy_cpu_pct=mean([r.busy_cpu_pct for r in runs]),
+        missed=sum(r.missed for r in runs),
+        load=mean([r.load for r in runs]),
+    )
+
+
 def compare(results: list[SizeResult], before_label: str) -> str:
-    """After against before, size by size: the figures the change is about."""
+    """After against before, size by size (several rounds pooled): the figures the change
+    is about."""
     rows = []
-    for after in results:
-        if after.operator == before_label:
+    for size in sorted({r.nodes for r in results}):
+        befores = [r for r in results if r.nodes == size and r.operator == before_label]
+        afters = [r for r in results if r.nodes == size and r.operator != before_label]
+        if not befores or not afters:
             continue
-        before = next(
-            (r for r in results if r.nodes == after.nodes and r.operator == before_label), None
-        )
-        if before is None:
-            continue
+        before, after = pooled(befores), pooled(afters)
 
         def pair(b: float, a: float, unit: str = "") -> str:
             return f"{b:.0f}{unit} -> {a:.0f}{unit}"
 
         rows.append(
             [
-                after.nodes,
+                size,
+                f"{len(before.reactions)} / {len(after.reactions)}",
                 pair(
                     percentile(before.reactions, 99) * 1000, percentile(after.reactions, 99) * 1000
                 ),
@@ -457,10 +485,12 @@ def compare(results: list[SizeResult], before_label: str) -> str:
                 pair(before.mean_pass_ms, after.mean_pass_ms),
                 pair(before.rss_peak_mib, after.rss_peak_mib),
                 f"{before.ready_s:.1f} -> {after.ready_s:.1f}",
+                f"{before.load:.1f} / {after.load:.1f}",
             ]
         )
     headers = [
         "nodes",
+        "failures",
         "reaction p99 ms",
         "reaction median ms",
         "CPU idle",
@@ -468,8 +498,9 @@ def compare(results: list[SizeResult], before_label: str) -> str:
         "mean pass ms",
         "RSS peak MiB",
         "start->ready s",
+        "load avg",
     ]
-    return "Before -> after:\n\n" + table(headers, rows)
+    return "Before -> after (rounds pooled):\n\n" + table(headers, rows)
 
 
 def report(
@@ -535,8 +566,14 @@ def report(
     )
     if baseline is not None:
         profiled_note += (
-            f" Each size ran the operator of {baseline.sha} (before) and then this checkout's"
-            " (after), one after the other on the same cluster and nodes."
+            f" Each size ran the operator of {baseline.sha} (before) and this checkout's"
+            " (after), one after the other on the same cluster and nodes"
+            + (
+                "."
+                if args.rounds == 1
+                else f", {args.rounds} rounds in alternating order (before, after, after,"
+                " before, ...)."
+            )
         )
     if stopped:
         profiled_note += " " + stopped.splitlines()[0][:300]
@@ -559,7 +596,7 @@ failures, on {os.cpu_count()} CPUs (the machine is shared).
     print(body)
     if not args.no_write and baseline is not None:
         write_section(
-            "scale-before-after",
+            "scale-before-after" + ("" if args.rounds == 1 else f"-{args.rounds}-rounds"),
             "4b. Scale, before and after: one operator against another on the same cluster",
             body,
         )
@@ -577,6 +614,13 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline",
         metavar="REF",
         help="also run the operator of commit REF at each size, before this checkout's",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --baseline: run both operators this many times at each size, in "
+        "alternating order (before, after, after, before, ...)",
     )
     p.add_argument("--cluster", default="scale", help="bench cluster name (phased-bench-NAME)")
     p.add_argument("--port-base", type=int, default=32810, help="its six ports start here")
@@ -613,7 +657,14 @@ def main(argv: list[str] | None = None) -> int:
 
         lib.wait_until(established, 60, interval=1, message="the CRD Established")
         for size in sizes:
-            for variant in variants:
+            # Rounds alternate the order (before, after, after, before, ...), so that a
+            # load that comes and goes on a shared machine falls on both alike.
+            order = [
+                variant
+                for n in range(args.rounds)
+                for variant in (variants if n % 2 == 0 else variants[::-1])
+            ]
+            for variant in order:
                 baseline_run = baseline is not None and variant[0] == baseline.label
                 profiled = profiling and size == max(sizes) and not baseline_run
                 try:
