@@ -186,6 +186,8 @@ class BenchCluster:
             # (kwokctl does not restart it): a single instance needs no leader election.
             "PHASED_KCM_FLAGS": f"--leader-elect=false {kcm_flags}".strip(),
             "PHASED_SKIP_BUILD": "1",
+            # Benchmarks measure the control plane and the operator on simulated nodes.
+            "PHASED_REAL_NODES": os.environ.get("PHASED_REAL_NODES", "0"),
         }
         if recreate:
             extra["PHASED_CLUSTER_RECREATE"] = "1"

@@ -17,8 +17,10 @@ image: skipped without them, failed without them under CI."""
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,6 @@ from e2e.real_nodes import (
     host_checkpoint_volume,
     jax_training_job,
 )
-from kubernetes import client
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -49,8 +50,16 @@ def checkpoints(core: Any, namespace: str) -> Iterator[tuple[str, Path]]:
         yield volume
 
 
-def losses(seen: list[dict[str, Any]]) -> dict[int, float]:
-    return {e["step"]: e["loss"] for e in seen if e["event"] == "step"}
+def losses(volume: Path, generation: int) -> dict[int, float]:
+    """Step → loss of one generation, from the loss log rank 0 keeps beside the checkpoints
+    (it outlives the pods; a line cut short by a killed process is skipped)."""
+    out = {}
+    for line in (volume / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError, KeyError):
+            entry = json.loads(line)
+            if entry["generation"] == generation:
+                out[int(entry["step"])] = float(entry["loss"])
+    return out
 
 
 def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
@@ -102,18 +111,14 @@ def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
     assert last["generation"] == 0 and last["path"].startswith(env["PHASED_CHECKPOINT_DIR"])
     on_volume = directory / Path(last["path"]).relative_to("/checkpoints")
     assert on_volume.is_file(), f"{last['path']} is not on the checkpoint volume"
-    first_run = events(core, namespace, pods[0].metadata.name)
-    assert losses(first_run)[1] > 0
+    run_dir = on_volume.parent
 
     # The kubelet of rank 1's node stops; rank 0 (its kubelet healthy) keeps training until
-    # the gang restart stops it. Its log is read while it lasts: every step it took.
+    # the gang restart stops it.
     victim = pods[1].spec.node_name
     lib.stop_kubelet(victim)
 
     def answered() -> dict[str, Any] | None:
-        nonlocal first_run
-        with contextlib.suppress(client.ApiException):
-            first_run = events(core, namespace, pods[0].metadata.name)
         s = status(kubectl, namespace, NAME)
         entries = [f for f in s.get("failures", []) if f["node"] == victim]
         return s if entries and entries[0].get("resumed") else None
@@ -128,7 +133,9 @@ def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
     assert nodes_of(core, uid).get(victim) == "quarantined"
     resume_step = entry["resumeStep"]
     assert resume_step >= 2 * EVERY and resume_step % EVERY == 0, entry
-    assert entry["lostWorkSeconds"] >= 0, entry
+    # Rank 0 kept training (and checkpointing) while the silent node waited out the node
+    # monitor grace: the last checkpoint may come before detection or after (then 0 lost).
+    assert entry["lostWorkSeconds"] <= 2 * EVERY * PACE + 5, entry
 
     # The new generation resumes from that checkpoint: the step after it comes next, and
     # every step both generations took has the same loss.
@@ -143,10 +150,14 @@ def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
     )
     env = {e.name: e.value for e in pods[0].spec.containers[0].env}
     assert env["PHASED_RESUME_STEP"] == str(resume_step), env
-    second_run = events(core, namespace, pods[0].metadata.name)
-    resumed = next(e for e in second_run if e["event"] == "resume")
+    # "resumed" is training resumed (the new generation's first report), not pods Running.
+    started = pods[0].status.container_statuses[0].state.running.started_at
+    assert datetime.fromisoformat(entry["resumed"].replace("Z", "+00:00")) > started, entry
+    resumed = next(
+        e for e in events(core, namespace, pods[0].metadata.name) if e["event"] == "resume"
+    )
     assert resumed["step"] == resume_step and resumed["path"] == env["PHASED_RESUME_FROM"]
-    before, after = losses(first_run), losses(second_run)
+    before, after = losses(run_dir, 0), losses(run_dir, generation)
     assert min(after) == resume_step + 1, sorted(after)[:3]
     assert resumed["loss"] == pytest.approx(before[resume_step], rel=1e-6)
     both = sorted(set(before) & set(after))

@@ -17,7 +17,9 @@ Knobs (environment): ``TRAIN_STEPS`` (200), ``TRAIN_CHECKPOINT_EVERY`` (10), ``T
 (0), ``TRAIN_STEP_SECONDS`` (0: steps as fast as they go; more paces them, standing in for
 real work), ``TRAIN_BATCH_PER_WORKER`` (64), ``TRAIN_LEARNING_RATE`` (0.3),
 ``TRAIN_KEEP_CHECKPOINTS`` (3). Every event is one JSON line on stdout: ``start``,
-``resume``, ``step``, ``checkpoint``, ``done``.
+``resume``, ``step``, ``checkpoint``, ``done``. Rank 0 also appends each step's loss, with its
+restart generation, to ``metrics.jsonl`` beside the checkpoints: the loss curve of the whole
+run, across restarts, outlives the pods.
 """
 
 from __future__ import annotations
@@ -140,6 +142,11 @@ def main() -> int:
             say("resume", path=resume, step=start, loss=float(ckpt["loss"]))
     params = {k: jax.make_array_from_process_local_data(replicated, v) for k, v in values.items()}
 
+    generation = int(os.environ.get("PHASED_RESTART_GENERATION", "0"))
+    metrics = None
+    if rank == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+        metrics = open(directory / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
     loss = float("nan")
     for step in range(start + 1, steps + 1):
         began = time.monotonic()
@@ -152,6 +159,10 @@ def main() -> int:
         )
         loss = float(local_value(out))
         say("step", step=step, loss=loss)
+        if metrics is not None:
+            metrics.write(json.dumps({"step": step, "loss": loss, "generation": generation}))
+            metrics.write("\n")
+            metrics.flush()
         if rank == 0 and step % every == 0 and step < steps:
             path = save(directory, step, params, loss)
             reported = phased_worker.report_checkpoint(step, str(path))
@@ -159,6 +170,8 @@ def main() -> int:
             prune(directory, keep)
         time.sleep(max(0.0, pace - (time.monotonic() - began)))
 
+    if metrics is not None:
+        metrics.close()
     if rank == 0:
         path = save(directory, steps, params, loss)
         reported = phased_worker.report_checkpoint(steps, str(path), final=True)

@@ -232,9 +232,9 @@ class Reconciler:
             if echo:
                 return  # our own status write coming back: nothing new to decide
         # else: the watch lags the responses to our own writes, and this version is older
-        # than the one held (which includes it). Taking it would roll the view back, and the
-        # next status write would undo what was written since. Decide again on what is
-        # held: the pass that wrote it may not have seen this change.
+        # than the one held (which includes it). Taking it would roll the view back: the next
+        # status write is a diff against it, and would leave out a field set back to its
+        # older value. Decide again: the pass that wrote the newer one may not have seen this.
         self.trigger(ref.uid)
 
     def node_event(self, event_type: str | None, raw: dict[str, Any]) -> None:

@@ -342,6 +342,18 @@ def test_a_node_failure_records_lost_work_and_restarts_from_the_last_checkpoint(
     assert env["PHASED_RESUME"] == "true" and env["PHASED_RESTART_GENERATION"] == "1"
 
 
+def test_a_checkpoint_reported_after_detection_is_the_resume_step_with_no_lost_work():
+    """A silent node is found after the node monitor grace; the other ranks went on and
+    checkpointed meanwhile. The ledger names the step the new generation is told to resume
+    from, and nothing before detection was lost."""
+    ckpt = CheckpointRecord(step=1040, time=format_time(at(-30)), path="/c/1040")
+    plan = decide(_failed(record={"last_checkpoint": ckpt}), REPORTING, T0)
+    (entry,) = plan.status.failures
+    assert entry.resume_step == 1040 and entry.lost_work_seconds == 0
+    env = _env(of_type(plan, CreatePod)[0].manifest)
+    assert env["PHASED_RESUME_STEP"] == str(entry.resume_step)
+
+
 def test_without_any_checkpoint_the_whole_phase_so_far_is_lost_work():
     plan = decide(_failed(), REPORTING, T0)
     (entry,) = plan.status.failures

@@ -1,7 +1,7 @@
 """The watch lags the responses to the operator's own writes: an event for a version older
-than the one held must not replace it (the next status write would undo what was written
-since, e.g. a phase's start), yet the job is decided again, since the pass that wrote the
-newer version may not have seen the older change."""
+than the one held must not replace it (the next status write is a diff against the view held,
+and would leave out a field set back to its older value), yet the job is decided again, since
+the pass that wrote the newer version may not have seen the older change."""
 
 from __future__ import annotations
 

@@ -21,9 +21,11 @@ snapshot and changes only the draft (status, conditions, events, wake-ups); none
 * **Resume** (:func:`resume_point`): workers created for a phase that has a reported
   checkpoint get ``PHASED_RESUME_FROM`` / ``PHASED_RESUME_STEP``.
 * **Ledger** (:func:`lost_work`, :func:`resumed_at`): a failure interrupting workers records
-  the training time since the last checkpoint before its detection (from the phase start when
-  there is none) and the step the next generation resumes from; it is resumed by the first
-  report of a worker started after it (a later generation, or a replacement rank).
+  the step the next generation resumes from (the last checkpoint, even one reported after
+  detection while the other workers went on) and the training time from that checkpoint to
+  detection (from the phase start when there is none; 0 when it came after detection); it is
+  resumed by the first report of a worker started after it (a later generation, or a
+  replacement rank).
 
 All of it applies only with ``checkpoint.report: true``, except storage and resume, which
 need no reports to work (resume does: without reports no checkpoint is known).
@@ -186,16 +188,18 @@ def final_checkpoint_due(draft: Draft) -> bool:
 
 def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
     """Ledger fields of a failure that interrupts the workers: its generation, and with
-    reports the lost work and the step to resume from."""
+    reports the step the next generation resumes from (:func:`resume_point`, whenever it was
+    reported: a silent node is found only after the node monitor grace, and the other
+    workers may checkpoint meanwhile) and the lost work, from that checkpoint (or the phase
+    start) to detection, 0 when the checkpoint came after it."""
     fields: dict[str, Any] = {"generation": draft.status.restart_generation}
     if not reporting(draft):
         return fields
-    last = draft.record.last_checkpoint
-    at = parse_time(last.time) if last is not None else None
+    last = resume_point(draft)
     since: datetime | None = parse_time(draft.record.start_time)
-    if last is not None and at is not None and at <= detected:
+    if last is not None:
         fields["resume_step"] = last.step
-        since = at
+        since = parse_time(last.time) or since
     if since is not None:
         fields["lost_work_seconds"] = round(max(0.0, (detected - since).total_seconds()), 3)
     return fields
