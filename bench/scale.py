@@ -1,6 +1,7 @@
 """The operator at scale: 500, 1,000 and 2,000 simulated GPU nodes, 12 concurrent TrainingJobs.
 
     python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--no-profile]
+                          [--baseline REF [--rounds N]] [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--no-write]
 
 Starts its OWN cluster instance (``phased-bench-scale``, ports 32810-32815, its own folder
@@ -17,6 +18,14 @@ only added), and stops it at the end. For each size a fresh operator process
 - resident memory (VmRSS) and CPU (utime+stime from /proc/<pid>/stat) of the operator;
 - the time from start to ready (the node view synced).
 
+With ``--baseline REF`` each size is run twice on the same cluster, one operator after the
+other: first the operator of commit REF (checked out into a temporary ``git worktree``,
+removed at the end), then this checkout's; the table has one row per operator and size, and
+the figures go to their own section of RESULTS.md ("before and after"). The baseline never
+runs under the profiler. ``--rounds N`` runs both N times at each size, in alternating
+order (before, after, after, before, ...), so that load from others on a shared machine
+falls on both alike; the comparison pools the rounds.
+
 With profiling on (the default; ``PHASED_BENCH_PROFILE=0`` or ``--no-profile`` turns it
 off) the operator at the largest size runs under ``python -m cProfile`` and the top
 functions by cumulative and own time are printed and recorded. The hook lives here only:
@@ -28,10 +37,12 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +134,7 @@ def proc_sample(pid: int) -> tuple[float, float]:
 @dataclass
 class SizeResult:
     nodes: int
+    operator: str = "this checkout"
     ready_s: float = 0.0
     reactions: list[float] = field(default_factory=list)
     idle_passes_s: float = 0.0
@@ -133,6 +145,7 @@ class SizeResult:
     idle_cpu_pct: float = 0.0
     busy_cpu_pct: float = 0.0
     missed: int = 0
+    load: float = 0.0  # 1-minute load average at the end of the failures
 
 
 def reconcile_count(op: Operator) -> tuple[float, float]:
@@ -150,8 +163,10 @@ def run_size(
     jobs: int,
     failures: int,
     profile: Path | None,
+    variant: tuple[str, dict[str, str]] = ("this checkout", {}),
 ) -> SizeResult:
-    result = SizeResult(nodes=size)
+    label, env = variant
+    result = SizeResult(nodes=size, operator=label)
     created, _ = ensure_nodes(core, {"h100": size})
     print(f"[{size}] nodes: {len(created)} created", flush=True)
     lib.wait_until(
@@ -163,16 +178,17 @@ def run_size(
             )
             >= size
         ),
-        300,
+        max(300.0, 90 + 0.1 * size),  # as e2e/cluster/up.sh waits for its own nodes
         interval=2,
         message=f"{size} nodes Ready",
     )
-    log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}.log"
+    tag = "".join(c if c.isalnum() else "-" for c in label)
+    log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}-{tag}.log"
     log.unlink(missing_ok=True)
     if profile is not None:
-        op: Operator = ProfiledOperator(cluster.kubeconfig, log, profile_path=profile)
+        op: Operator = ProfiledOperator(cluster.kubeconfig, log, profile_path=profile, env=env)
     else:
-        op = Operator(cluster.kubeconfig, log)
+        op = Operator(cluster.kubeconfig, log, env=env)
     t0 = time.monotonic()
     op.start(wait_ready=False)
     op.wait_ready(timeout=300)
@@ -180,6 +196,7 @@ def run_size(
     assert op.proc is not None
     pid = op.proc.pid
     ns = lib.create_namespace(core, f"bench-scale-{size}")
+    print(f"[{size}] operator: {label} (log {log})", flush=True)
     try:
         for j in range(jobs):
             kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(training_job(f"job-{j}")))
@@ -258,8 +275,9 @@ def run_size(
         result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
         result.mean_pass_ms = 1000 * (s2 - s0) / max(1.0, c2 - c0)
         result.rss_peak_mib = max(peak, rss2)
+        result.load = os.getloadavg()[0]
         print(
-            f"[{size}] ready {result.ready_s:.1f}s reaction median "
+            f"[{size}] {label}: ready {result.ready_s:.1f}s reaction median "
             f"{median(result.reactions):.2f}s p99 {percentile(result.reactions, 99):.2f}s "
             f"rss {result.rss_mib:.0f}->{result.rss_peak_mib:.0f} MiB",
             flush=True,
@@ -368,40 +386,139 @@ def profile_report(path: Path, top: int = 12) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="500,1000,2000")
-    p.add_argument("--jobs", type=int, default=12)
-    p.add_argument("--failures", type=int, default=30)
-    p.add_argument("--no-profile", action="store_true")
-    p.add_argument("--keep-cluster", action="store_true")
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    profiling = not args.no_profile and os.environ.get("PHASED_BENCH_PROFILE", "1") != "0"
-    prof_path = Path(tempfile.gettempdir()) / "phased-bench-scale.prof"
-    prof_path.unlink(missing_ok=True)
+class Baseline:
+    """The operator of another commit, checked out into a temporary git worktree."""
 
-    cluster = BenchCluster("scale", port_base=32810)
-    results: list[SizeResult] = []
-    try:
-        cluster.up(h100=min(sizes))
-        core = lib.core_v1(cluster.kubeconfig)
-        kubectl = lib.Kubectl(cluster.kubeconfig)
-        kubectl("apply", "-f", str(CRD))
-        kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev")
-        for size in sizes:
-            profile = prof_path if profiling and size == max(sizes) else None
-            results.append(
-                run_size(cluster, core, kubectl, size, args.jobs, args.failures, profile)
-            )
-    finally:
-        if not args.keep_cluster:
-            cluster.down()
+    def __init__(self, ref: str) -> None:
+        repo = Path(__file__).resolve().parent.parent
+        self.repo = repo
+        self.sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", ref],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        self.path = Path(tempfile.mkdtemp(prefix="phased-bench-baseline-"))
+        shutil.rmtree(self.path)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "add", "--detach", str(self.path), self.sha],
+            check=True,
+        )
+        self.label = f"before ({self.sha})"
+        # The harness puts this checkout's operator/ first on PYTHONPATH; this replaces it.
+        self.env = {"PYTHONPATH": str(self.path / "operator")}
 
+    def remove(self) -> None:
+        subprocess.run(
+            ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(self.path)],
+            check=False,
+        )
+
+
+def this_checkout() -> str:
+    repo = Path(__file__).resolve().parent.parent
+    sha = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--", "operator"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return f"after ({sha}{'+changes' if dirty else ''})"
+
+
+def pooled(runs: list[SizeResult]) -> SizeResult:
+    """Several runs of one operator at one size as one: reactions together, the other
+    figures averaged (peaks: the highest)."""
+    if len(runs) == 1:
+        return runs[0]
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    return SizeResult(
+        nodes=runs[0].nodes,
+        operator=runs[0].operator,
+        ready_s=mean([r.ready_s for r in runs]),
+        reactions=[x for r in runs for x in r.reactions],
+        idle_passes_s=mean([r.idle_passes_s for r in runs]),
+        busy_passes_s=mean([r.busy_passes_s for r in runs]),
+        mean_pass_ms=mean([r.mean_pass_ms for r in runs]),
+        rss_mib=mean([r.rss_mib for r in runs]),
+        rss_peak_mib=max(r.rss_peak_mib for r in runs),
+        idle_cpu_pct=mean([r.idle_cpu_pct for r in runs]),
+        busy_cpu_pct=mean([r.busy_cpu_pct for r in runs]),
+        missed=sum(r.missed for r in runs),
+        load=mean([r.load for r in runs]),
+    )
+
+
+def compare(results: list[SizeResult], before_label: str) -> str:
+    """After against before, size by size (several rounds pooled): the figures the change
+    is about."""
+    rows = []
+    for size in sorted({r.nodes for r in results}):
+        befores = [r for r in results if r.nodes == size and r.operator == before_label]
+        afters = [r for r in results if r.nodes == size and r.operator != before_label]
+        if not befores or not afters:
+            continue
+        before, after = pooled(befores), pooled(afters)
+
+        def pair(b: float, a: float, unit: str = "") -> str:
+            return f"{b:.0f}{unit} -> {a:.0f}{unit}"
+
+        rows.append(
+            [
+                size,
+                f"{len(before.reactions)} / {len(after.reactions)}",
+                pair(
+                    percentile(before.reactions, 99) * 1000, percentile(after.reactions, 99) * 1000
+                ),
+                pair(median(before.reactions) * 1000, median(after.reactions) * 1000),
+                pair(before.idle_cpu_pct, after.idle_cpu_pct, " %"),
+                pair(before.busy_cpu_pct, after.busy_cpu_pct, " %"),
+                pair(before.mean_pass_ms, after.mean_pass_ms),
+                pair(before.rss_peak_mib, after.rss_peak_mib),
+                f"{before.ready_s:.1f} -> {after.ready_s:.1f}",
+                f"{before.load:.1f} / {after.load:.1f}",
+            ]
+        )
+    headers = [
+        "nodes",
+        "failures",
+        "reaction p99 ms",
+        "reaction median ms",
+        "CPU idle",
+        "CPU failing",
+        "mean pass ms",
+        "RSS peak MiB",
+        "start->ready s",
+        "load avg",
+    ]
+    return "Before -> after (rounds pooled):\n\n" + table(headers, rows)
+
+
+def report(
+    args: argparse.Namespace,
+    results: list[SizeResult],
+    baseline: Baseline | None,
+    profiling: bool,
+    prof_path: Path,
+    stopped: str,
+    going_on: bool = False,
+) -> None:
+    """Print the table and (unless --no-write) write it into RESULTS.md; ``going_on``: more
+    sizes are still to run (the section is rewritten after every size, so a run cut short
+    keeps what it measured)."""
     rows = [
         [
             r.nodes,
+            *([r.operator] if baseline else []),
             args.jobs,
             f"{r.ready_s:.1f}",
             f"{len(r.reactions)}" + (f" ({r.missed} missed)" if r.missed else ""),
@@ -415,11 +532,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.rss_peak_mib:.0f}",
             f"{r.idle_cpu_pct:.0f}",
             f"{r.busy_cpu_pct:.0f}",
+            f"{r.load:.1f}",
         ]
         for r in results
     ]
     headers = [
         "nodes",
+        *(["operator"] if baseline else []),
         "jobs",
         "start->ready s",
         "failures",
@@ -432,19 +551,43 @@ def main(argv: list[str] | None = None) -> int:
         "RSS peak MiB",
         "CPU % idle",
         "CPU % failing",
+        "load avg",
     ]
     text = table(headers, rows)
+    if baseline is not None:
+        text += "\n\n" + compare(results, baseline.label)
     prof = ""
     if profiling and prof_path.exists():
         prof = profile_report(prof_path)
+    profiled_note = (
+        "The largest size ran under cProfile (slower than without), so its figures are an "
+        "upper bound."
+        if profiling
+        else "No profiler ran."
+    )
+    if baseline is not None:
+        profiled_note += (
+            f" Each size ran the operator of {baseline.sha} (before) and this checkout's"
+            " (after), one after the other on the same cluster and nodes"
+            + (
+                "."
+                if args.rounds == 1
+                else f", {args.rounds} rounds in alternating order (before, after, after,"
+                " before, ...)."
+            )
+        )
+    if stopped:
+        profiled_note += " " + stopped.splitlines()[0][:300]
+    if going_on:
+        profiled_note += " (Written after each size: the run was still going on.)"
     note = f"""
 Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
 pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
 is the operator's own time (with a real grace, add it). The bench polls every 0.1 s and
-each poll is a list call, so a few tens of ms of the figure are the bench's. CPU % is of one
-core. The largest size ran under cProfile (slower than without), so its figures are an
-upper bound. Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs
-(the machine is shared).
+each poll is a list call, so a few tens of ms of the figure are the bench's; with fewer
+than 100 failures a size, p99 is the slowest one. CPU % is of one
+core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
+failures, on {os.cpu_count()} CPUs (the machine is shared).
 """
     body = text + "\n" + note
     if prof:
@@ -452,8 +595,109 @@ upper bound. Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count(
             "\nProfile of the operator at the largest size (cProfile):\n\n```\n" + prof + "\n```\n"
         )
     print(body)
-    if not args.no_write:
+    if not args.no_write and baseline is not None:
+        write_section(
+            "scale-before-after" + ("" if args.rounds == 1 else f"-{args.rounds}-rounds"),
+            "4b. Scale, before and after: one operator against another on the same cluster",
+            body,
+        )
+    elif not args.no_write:
         write_section("scale", "4. Scale: 500 to 2,000 nodes, concurrent jobs", body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="500,1000,2000")
+    p.add_argument("--jobs", type=int, default=12)
+    p.add_argument("--failures", type=int, default=30)
+    p.add_argument("--no-profile", action="store_true")
+    p.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run the operator of commit REF at each size, before this checkout's",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --baseline: run both operators this many times at each size, in "
+        "alternating order (before, after, after, before, ...)",
+    )
+    p.add_argument("--cluster", default="scale", help="bench cluster name (phased-bench-NAME)")
+    p.add_argument("--port-base", type=int, default=32810, help="its six ports start here")
+    p.add_argument("--keep-cluster", action="store_true")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    profiling = not args.no_profile and os.environ.get("PHASED_BENCH_PROFILE", "1") != "0"
+    prof_path = Path(tempfile.gettempdir()) / "phased-bench-scale.prof"
+    prof_path.unlink(missing_ok=True)
+
+    cluster = BenchCluster(args.cluster, port_base=args.port_base)
+    results: list[SizeResult] = []
+    baseline = Baseline(args.baseline) if args.baseline else None
+    variants: list[tuple[str, dict[str, str]]] = [
+        (this_checkout() if baseline else "this checkout", {})
+    ]
+    if baseline is not None:
+        variants.insert(0, (baseline.label, baseline.env))
+    stopped = ""
+    try:
+        cluster.up(h100=min(sizes))
+        core = lib.core_v1(cluster.kubeconfig)
+        kubectl = lib.Kubectl(cluster.kubeconfig)
+        kubectl("apply", "-f", str(CRD))
+
+        def established() -> bool:
+            # Right after the apply the CRD may have no conditions yet: kubectl wait fails.
+            try:
+                kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev")
+            except lib.KubectlError:
+                return False
+            return True
+
+        lib.wait_until(established, 60, interval=1, message="the CRD Established")
+        for size in sizes:
+            # Rounds alternate the order (before, after, after, before, ...), so that a
+            # load that comes and goes on a shared machine falls on both alike.
+            order = [
+                variant
+                for n in range(args.rounds)
+                for variant in (variants if n % 2 == 0 else variants[::-1])
+            ]
+            for variant in order:
+                baseline_run = baseline is not None and variant[0] == baseline.label
+                profiled = profiling and size == max(sizes) and not baseline_run
+                try:
+                    results.append(
+                        run_size(
+                            cluster,
+                            core,
+                            kubectl,
+                            size,
+                            args.jobs,
+                            args.failures,
+                            prof_path if profiled else None,
+                            variant,
+                        )
+                    )
+                except Exception as exc:  # keep what the smaller sizes measured
+                    if not results:
+                        raise
+                    traceback.print_exc()
+                    stopped = f"The run stopped at {size:,} nodes ({variant[0]}): {exc}"
+                    break
+            if stopped:
+                break
+            if size != sizes[-1]:
+                report(args, results, baseline, profiling, prof_path, stopped, going_on=True)
+    finally:
+        if not args.keep_cluster:
+            cluster.down()
+        if baseline is not None:
+            baseline.remove()
+
+    report(args, results, baseline, profiling, prof_path, stopped)
     return 0
 
 

@@ -73,6 +73,7 @@ from phased.kube.events import EventVerbs
 from phased.kube.jobs import JobVerbs
 from phased.kube.nodes import NodeVerbs
 from phased.kube.nodeview import NodeView
+from phased.kube.nodewatch import NodeWatch
 from phased.kube.pods import Eviction, PodVerbs
 from phased.metrics import Metrics
 
@@ -172,6 +173,16 @@ class Reconciler:
         self.clock = clock
         self.operator_pod = operator_pod  # (namespace, name): never displaced
         self.nodes = NodeView()
+        # Nodes are watched here, not through kopf: heartbeats are dropped before anything
+        # is copied or converted (kube/nodewatch.py).
+        self.node_watch = NodeWatch(
+            kube,
+            self.nodes,
+            settings.node_selector,
+            on_list=self.nodes_listed,
+            on_event=self.node_event,
+            on_alive=self._seen,
+        )
         self.node_verbs = NodeVerbs(kube, settings.installation)
         self.pod_verbs = PodVerbs(kube)
         self.job_verbs = JobVerbs(kube)
@@ -692,7 +703,12 @@ class Reconciler:
     async def relist_nodes(self) -> None:
         """Replace the node view with a fresh list; wake the jobs whose nodes changed."""
         data = await self.node_verbs.list(self.settings.node_selector)
-        changed = self.nodes.replace_all(data.get("items") or [])
+        self.nodes_listed(data.get("items") or [])
+
+    def nodes_listed(self, items: list[dict[str, Any]]) -> None:
+        """A full list of Nodes (a relist, or the node watch's own list): replace the view
+        with it and wake the jobs whose nodes changed."""
+        changed = self.nodes.replace_all(items)
         if changed:
             owners = {n.owner_uid for n in self.nodes.all() if n.name in changed and n.owner_uid}
             for uid in owners:
@@ -769,9 +785,11 @@ class Reconciler:
             self.metrics.nodes_left_alone(self.left_alone())
 
     async def drain(self) -> None:
-        """At shutdown: take no new triggers, drop the planned looks, finish the passes in
-        flight (a pass cut short is harmless, but a finished one saves the next start work)."""
+        """At shutdown: take no new triggers, stop the node watch, drop the planned looks,
+        finish the passes in flight (a pass cut short is harmless, but a finished one saves
+        the next start work)."""
         self._closing = True
+        await self.node_watch.stop()
         for entry in self.jobs.values():
             if entry.timer is not None:
                 entry.timer.cancel()

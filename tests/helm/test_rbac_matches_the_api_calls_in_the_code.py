@@ -5,9 +5,10 @@ The calls are read from the source, not from a list kept by hand:
 
 * every ``request("<verb>", "<METHOD>", <path>, resource=<resource>)`` in
   ``operator/phased/kube/*.py`` (the only code that sends requests, see kube/client.py and the
-  import-linter contracts). The path is rendered (f-strings with the API constants, helper
-  functions called with placeholders) and checked against the verb and resource the call
-  claims, so a mislabelled call fails here rather than in production;
+  import-linter contracts), and every ``stream(...)`` of the same form (a watch: a GET of a
+  collection, which the API server authorizes as "watch"). The path is rendered (f-strings
+  with the API constants, helper functions called with placeholders) and checked against
+  the verb and resource the call claims, so a mislabelled call fails here rather than in production;
 * what the API server demands besides: with blockOwnerDeletion on the ownerReferences of
   workers and Services, "update" on ``trainingjobs/finalizers`` (see rbac.yaml);
 * what kopf needs for the handlers in ``operator/phased/handlers``: list and watch on every
@@ -47,6 +48,7 @@ class Call:
     method: str
     path: str
     resource: str
+    streaming: bool = False  # KubeClient.stream: a watch
 
 
 # --- reading the source ----------------------------------------------------------------------
@@ -118,7 +120,8 @@ def _request_calls(path: Path) -> Iterator[Call]:
         if not (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "request"
+            and node.func.attr in ("request", "stream")
+            and (node.func.attr == "request" or ast.unparse(node.func.value) == "self._kube")
         ):
             continue
         where = f"{path.relative_to(ROOT)}:{node.lineno}"
@@ -133,6 +136,7 @@ def _request_calls(path: Path) -> Iterator[Call]:
             method,
             _render(node.args[2], module, attrs),
             _render(keywords["resource"], module, attrs),
+            streaming=node.func.attr == "stream",
         )
 
 
@@ -166,6 +170,9 @@ def _rule_and_verb(call: Call) -> tuple[Rule, str]:
     named = bool(match["name"])
     if match["sub"] and call.method == "POST" and named:
         return (group, resource), "create"  # e.g. pods/eviction: a POST creates it
+    if call.streaming:
+        assert call.method == "GET" and not named, f"{call.where}: a stream is a collection GET"
+        return (group, resource), "watch"
     verb = {
         ("GET", True): "get",
         ("GET", False): "list",
@@ -326,6 +333,7 @@ def test_the_calls_found_are_the_ones_known() -> None:
         (("", "events"), "create"),
         (("", "pods/eviction"), "create"),
         (("phased.dev", "trainingjobs/status"), "patch"),
+        (("", "nodes"), "watch"),  # the operator's own Node watch (kube/nodewatch.py)
     ]:
         assert known in found, known
     assert kopf_watches()[("apiextensions.k8s.io", "customresourcedefinitions")] == {

@@ -1,9 +1,11 @@
 """kopf wiring only: watch events in, :class:`~phased.reconcile.Reconciler` triggers out.
 
-Only ``on.event`` handlers are used, for every resource: they write nothing onto the objects
-(no progress annotations, no kopf finalizers on Nodes or Pods). Phased keeps its own
-finalizer on TrainingJobs and its own state on Nodes, so kopf is a watch loop here, and the
-reconciler is level-based.
+Only ``on.event`` handlers are used, for TrainingJobs and Pods: they write nothing onto the
+objects (no progress annotations, no kopf finalizers on Pods). Phased keeps its own finalizer
+on TrainingJobs and its own state on Nodes, so kopf is a watch loop here, and the reconciler
+is level-based. Nodes are not watched through kopf: the reconciler's own Node watch
+(``phased.kube.nodewatch``) starts here, after start-up, and drops heartbeats before kopf
+would have deep-copied them.
 """
 
 from __future__ import annotations
@@ -57,11 +59,10 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
         # and a client-side filter (``labels=`` on the handler) would still stream and hold
         # every one of them.
         settings.watching.label_selectors["", "v1", "pods"] = POD_SELECTOR
-        if reconciler.settings.node_selector:
-            # Filter Nodes on the server: at thousands of nodes, the watch is the main cost.
-            settings.watching.label_selectors["", "v1", "nodes"] = reconciler.settings.node_selector
         await reconciler.relist_jobs()
-        await reconciler.relist_nodes()
+        # The first full list of Nodes (the view's "synced" gate), then the Node watch in the
+        # background (filtered on the server by settings.nodeSelector); drain() stops it.
+        await reconciler.node_watch.start()
         reconciler.survey()
         background.append(asyncio.create_task(_periodic(reconciler)))
         reconciler.trigger_all()
@@ -85,11 +86,6 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
     async def _job(event: kopf.RawEvent, **_: Any) -> None:
         if "r" in holder:
             holder["r"].job_event(event.get("type"), dict(event["object"]))
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def _node(event: kopf.RawEvent, **_: Any) -> None:
-        if "r" in holder:
-            holder["r"].node_event(event.get("type"), dict(event["object"]))
 
     # The same filter on the client too, in case a watch is ever started without the setting.
     @kopf.on.event(

@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import aiohttp
 from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
@@ -165,6 +166,64 @@ class KubeClient:
         verb: str,
         resource: str,
     ) -> JSON:
+        try:
+            response = await self._send(method, path, query, body, content_type, self._timeout)
+            raw = await response.read()
+        except (TimeoutError, OSError) as exc:
+            raise _unreachable(exc, verb, resource) from exc
+        except Exception as exc:  # aiohttp client errors and the like: the API is unreachable
+            if type(exc).__module__.startswith("aiohttp"):
+                raise _unreachable(exc, verb, resource) from exc
+            raise
+        status = int(response.status)
+        data = _decoded(raw)
+        if 200 <= status < 300:
+            return data
+        raise _error(status, str(response.reason or ""), data, verb, resource)
+
+    async def stream(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        *,
+        resource: str,
+        query: Mapping[str, str | int | bool] | None = None,
+        read_timeout: float = 330.0,
+    ) -> Any:
+        """Open a streaming request (a watch) and return the open aiohttp response, whose
+        ``content`` yields the body as it arrives; the caller releases it. Not retried: a
+        watch is restarted by its owner, from where it got to. Only the time between two
+        reads is bounded (``read_timeout``), not the whole stream."""
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._timeout, sock_read=read_timeout
+        )
+        try:
+            response = await self._send(method, path, query, None, None, timeout)
+            status = int(response.status)
+            if 200 <= status < 300:
+                return response.response
+            raw = await response.read()
+        except (TimeoutError, OSError) as exc:
+            raise _unreachable(exc, verb, resource) from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("aiohttp"):
+                raise _unreachable(exc, verb, resource) from exc
+            raise
+        error = _error(status, str(response.reason or ""), _decoded(raw), verb, resource)
+        if status != 410 and self._on_error is not None:  # 410: the watch relists, as designed
+            self._on_error(verb, resource)
+        raise error
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str | int | bool] | None,
+        body: Any,
+        content_type: str | None,
+        request_timeout: float | aiohttp.ClientTimeout,
+    ) -> Any:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -179,36 +238,35 @@ class KubeClient:
             body=body,
             auth_settings=["BearerToken"],
         )
-        try:
-            response = await self._api.call_api(
-                method,
-                url,
-                header_params=header_params,
-                body=serialized,
-                _request_timeout=self._timeout,
-            )
-            raw = await response.read()
-        except (TimeoutError, OSError) as exc:
-            raise KubeError(
-                0, "Unreachable", str(exc) or type(exc).__name__, verb, resource
-            ) from exc
-        except Exception as exc:  # aiohttp client errors and the like: the API is unreachable
-            if type(exc).__module__.startswith("aiohttp"):
-                raise KubeError(0, "Unreachable", str(exc), verb, resource) from exc
-            raise
-        status = int(response.status)
-        try:
-            data: JSON = json.loads(raw) if raw else {}
-        except ValueError:
-            data = {"message": raw[:200].decode(errors="replace")}
-        if 200 <= status < 300:
-            return data
-        reason = str(data.get("reason") or response.reason or "")
-        message = str(data.get("message") or "")
-        error_type: type[KubeError] = {
-            404: NotFound,
-            409: Conflict,
-            422: Invalid,
-            403: Forbidden,
-        }.get(status, KubeError)
-        raise error_type(status, reason, message, verb, resource)
+        return await self._api.call_api(
+            method,
+            url,
+            header_params=header_params,
+            body=serialized,
+            _request_timeout=request_timeout,
+        )
+
+
+def _unreachable(exc: BaseException, verb: str, resource: str) -> KubeError:
+    return KubeError(0, "Unreachable", str(exc) or type(exc).__name__, verb, resource)
+
+
+def _decoded(raw: bytes) -> JSON:
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"message": raw[:200].decode(errors="replace")}
+    return data if isinstance(data, dict) else {}
+
+
+def _error(status: int, fallback: str, data: JSON, verb: str, resource: str) -> KubeError:
+    """The project's exception for an error answer (``data``: the API's Status, if any)."""
+    reason = str(data.get("reason") or fallback)
+    message = str(data.get("message") or "")
+    error_type: type[KubeError] = {
+        404: NotFound,
+        409: Conflict,
+        422: Invalid,
+        403: Forbidden,
+    }.get(status, KubeError)
+    return error_type(status, reason, message, verb, resource)

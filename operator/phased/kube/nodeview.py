@@ -3,12 +3,17 @@
 Decisions read Nodes from here, never from a LIST per reconcile: at thousands of nodes a list
 per job per event would dominate. The view is "synced" once the first full list has been
 applied; until then a decision must not conclude that a node has vanished.
+
+Most Node events are heartbeats (the kubelet's ``lastHeartbeatTime``): the view keeps a
+fingerprint of the raw fields it reads for each node, so that :meth:`NodeView.heartbeat`
+recognises one from the raw event, before anything is converted.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from phased.core.model import NodeInfo
@@ -18,6 +23,7 @@ from phased.kube.convert import node_from_raw
 class NodeView:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
+        self._prints: dict[str, int | None] = {}  # name -> fingerprint of what _nodes holds
         self._synced = False
         self.last_event_at: float = 0.0  # monotonic clock of the last watch event
         self.relist_corrections = 0  # changes a relist found that the watch had not delivered
@@ -32,6 +38,29 @@ class NodeView:
     def get(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
 
+    def touch(self) -> None:
+        """The watch is alive (a bookmark): move the liveness clock, nothing else."""
+        self.last_event_at = time.monotonic()
+
+    def heartbeat(self, raw: dict[str, Any]) -> bool:
+        """True when ``raw`` changes nothing the view holds but the resourceVersion (a
+        heartbeat): the view takes the new resourceVersion (claims use it as a precondition)
+        and nothing else is done. False for anything else (a change, an unknown node): then
+        :meth:`apply_event` it. Cheap: the raw fields are hashed, nothing is converted."""
+        meta = raw.get("metadata") or {}
+        name = meta.get("name")
+        before = self._nodes.get(name) if isinstance(name, str) else None
+        if before is None:
+            return False
+        held = self._prints.get(before.name)
+        if held is None or fingerprint(raw) != held:
+            return False
+        self.last_event_at = time.monotonic()
+        rv = str(meta.get("resourceVersion", ""))
+        if rv != before.resource_version and not _newer(before.resource_version, rv):
+            self._nodes[before.name] = replace(before, resource_version=rv)
+        return True
+
     def apply_event(
         self, event_type: str | None, raw: dict[str, Any]
     ) -> tuple[NodeInfo | None, NodeInfo | None]:
@@ -43,11 +72,13 @@ class NodeView:
         before = self._nodes.get(name)
         if event_type == "DELETED":
             self._nodes.pop(name, None)
+            self._prints.pop(name, None)
             return before, None
         after = node_from_raw(raw)
         if before is not None and _newer(before.resource_version, after.resource_version):
             return before, before  # a stale event after a relist: keep what we know
         self._nodes[name] = after
+        self._prints[name] = fingerprint(raw)
         return before, after
 
     def refresh(self, name: str, raw: dict[str, Any] | None) -> None:
@@ -57,16 +88,24 @@ class NodeView:
         already in the view is kept."""
         if raw is None:
             self._nodes.pop(name, None)
+            self._prints.pop(name, None)
             return
         fresh = node_from_raw(raw)
         before = self._nodes.get(name)
         if before is not None and _newer(before.resource_version, fresh.resource_version):
             return
         self._nodes[name] = fresh
+        self._prints[name] = fingerprint(raw)
 
     def replace_all(self, raws: Iterable[dict[str, Any]]) -> set[str]:
         """Replace the view with a full list; return the names whose state changed."""
-        fresh = {n.name: n for n in (node_from_raw(r) for r in raws) if n.name}
+        fresh: dict[str, NodeInfo] = {}
+        prints: dict[str, int | None] = {}
+        for raw in raws:
+            node = node_from_raw(raw)
+            if node.name:
+                fresh[node.name] = node
+                prints[node.name] = fingerprint(raw)
         changed = {
             name
             for name in set(fresh) | set(self._nodes)
@@ -78,6 +117,7 @@ class NodeView:
         if self._synced:
             self.relist_corrections += len(changed)
         self._nodes = fresh
+        self._prints = prints
         self._synced = True
         return changed
 
@@ -86,6 +126,53 @@ class NodeView:
 
     def names(self) -> frozenset[str]:
         return frozenset(self._nodes)
+
+
+def fingerprint(raw: dict[str, Any]) -> int | None:
+    """A hash of every raw field :func:`~phased.kube.convert.node_from_raw` reads (more than
+    it keeps: all annotations and resources, whole condition messages), and of nothing
+    that moves with a heartbeat (``lastHeartbeatTime``, the resourceVersion, images).
+    Equal fingerprints: nothing a decision reads has changed. ``None`` when a field cannot
+    be hashed (a malformed object): never equal to anything, so never taken for a heartbeat.
+    """
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    try:
+        return hash(
+            (
+                _items(meta.get("labels")),
+                _items(meta.get("annotations")),
+                meta.get("creationTimestamp"),
+                tuple(
+                    (t.get("key"), t.get("value"), t.get("effect"))
+                    for t in spec.get("taints") or ()
+                    if isinstance(t, dict)
+                ),
+                spec.get("unschedulable"),
+                tuple(
+                    (
+                        c.get("type"),
+                        c.get("status"),
+                        c.get("lastTransitionTime"),
+                        c.get("reason"),
+                        c.get("message"),
+                    )
+                    for c in status.get("conditions") or ()
+                    if isinstance(c, dict)
+                ),
+                _items(status.get("allocatable")),
+                _items(status.get("capacity")),
+            )
+        )
+    except (TypeError, AttributeError):
+        return None
+
+
+def _items(mapping: Any) -> tuple[tuple[Any, Any], ...] | None:
+    if mapping is None:
+        return None
+    return tuple(mapping.items())
 
 
 def _newer(current: str, incoming: str) -> bool:

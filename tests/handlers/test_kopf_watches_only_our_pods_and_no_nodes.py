@@ -1,6 +1,7 @@
-"""The Pod watch (and, when configured, the Node watch) asks the API server for our objects
-only: a ``labelSelector`` on the watch request, not a filter applied after streaming
-every Pod of the cluster."""
+"""The Pod watch asks the API server for our objects only: a ``labelSelector`` on the watch
+request, not a filter applied after streaming every Pod of the cluster. Nodes are not
+watched through kopf at all (the reconciler's own watch, tests/kube, takes the node
+selector); start-up starts that watch, after the jobs are loaded."""
 
 from __future__ import annotations
 
@@ -20,15 +21,25 @@ NODES = Resource("", "v1", "nodes", kind="Node", namespaced=False)
 JOBS = Resource("phased.dev", "v1alpha1", "trainingjobs", kind="TrainingJob", namespaced=True)
 
 
+class _NodeWatch:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    async def start(self) -> None:
+        self.calls.append("node watch started")
+
+
 class _Reconciler:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.calls: list[str] = []
+        self.node_watch = _NodeWatch(self.calls)
 
     async def relist_jobs(self) -> None:
-        return None
+        self.calls.append("jobs listed")
 
     async def relist_nodes(self) -> None:
-        return None
+        self.calls.append("nodes relisted")
 
     def trigger_all(self) -> None:
         return None
@@ -37,9 +48,13 @@ class _Reconciler:
         return None
 
 
-def _started(settings: Settings) -> kopf.OperatorSettings:
+def _started(settings: Settings, seen: list[str] | None = None) -> kopf.OperatorSettings:
     async def start() -> Any:
-        return _Reconciler(settings)
+        reconciler = _Reconciler(settings)
+        if seen is not None:
+            reconciler.calls = seen
+            reconciler.node_watch.calls = seen
+        return reconciler
 
     async def stop() -> None:
         return None
@@ -68,8 +83,19 @@ def test_the_pod_watch_carries_the_managed_by_selector() -> None:
     ]
 
 
-def test_nodes_are_filtered_only_when_a_node_selector_is_set() -> None:
-    assert _started(Settings()).watching.label_selectors.collect(NODES) == []
+def test_kopf_has_no_node_handler_and_no_node_selector() -> None:
     chosen = _started(Settings(node_selector="pool=gpu")).watching.label_selectors
-    assert chosen.collect(NODES) == ["pool=gpu"]
+    assert chosen.collect(NODES) == []
     assert chosen.collect(JOBS) == []
+    registry = build_registry(lambda: None, lambda: None)  # type: ignore[arg-type,return-value]
+    watched = {
+        handler.selector.any_name
+        for handler in registry._watching.get_all_handlers()  # type: ignore[attr-defined]
+    }
+    assert watched == {"trainingjobs", "pods"}
+
+
+def test_start_up_loads_the_jobs_then_starts_the_node_watch() -> None:
+    seen: list[str] = []
+    _started(Settings(), seen)
+    assert seen == ["jobs listed", "node watch started"]
