@@ -447,6 +447,17 @@ class Metrics:
             "time() minus this is the watch's silence.",
             registry=registry,
         )
+        self.tasks = Gauge(
+            f"{p}_operator_tasks",
+            "Tasks alive in the operator's event loop (refreshed every resync); a count "
+            "that grows over a long run is a leak.",
+            registry=registry,
+        )
+        self.timers = Gauge(
+            f"{p}_operator_timers",
+            "Planned looks at jobs (one timer per job at most; refreshed every resync).",
+            registry=registry,
+        )
         # The in-process per-job metrics, by the key observe_job and forget_job use.
         self._counters: dict[str, Counter] = {
             "failures": self.failures,
@@ -585,6 +596,10 @@ class Metrics:
         """Set the gauge for every reason (0 for those with no node now)."""
         for reason in LEFT_ALONE_REASONS:
             self.nodes_left_alone_gauge.labels(reason).set(float(counts.get(reason, 0)))
+
+    def internals(self, tasks: int, timers: int) -> None:
+        self.tasks.set(float(tasks))
+        self.timers.set(float(timers))
 
     def claim_refused(self, reason: str) -> None:
         self.claims_refused.labels(reason if reason in CLAIM_REFUSALS else "Other").inc()

@@ -781,8 +781,19 @@ class Reconciler:
         return counts
 
     def survey(self) -> None:
-        if self.metrics is not None:
-            self.metrics.nodes_left_alone(self.left_alone())
+        """Refresh the gauges a resync keeps: nodes left alone, and the operator's own tasks
+        and timers (flat over a long run; growth is a leak)."""
+        if self.metrics is None:
+            return
+        self.metrics.nodes_left_alone(self.left_alone())
+        now = time.monotonic()
+        # A fired TimerHandle is not "cancelled": pending is not cancelled and not yet due.
+        timers = sum(
+            1
+            for e in self.jobs.values()
+            if e.timer is not None and not e.timer.cancelled() and e.timer_due > now
+        )
+        self.metrics.internals(len(asyncio.all_tasks()), timers)
 
     async def drain(self) -> None:
         """At shutdown: take no new triggers, stop the node watch, drop the planned looks,
