@@ -277,6 +277,25 @@ def queued(
     return new
 
 
+def workload_outcome(workloads: Iterable[Mapping[str, Any]], job: str) -> str:
+    """What Kueue did for the Job ``job``, from its Workload (owned by the Job): the
+    evictions its ``status.schedulingStats`` counts (reason, underlying cause), or "no
+    eviction"; "no workload" when none is found."""
+    for wl in workloads:
+        owners = (wl.get("metadata") or {}).get("ownerReferences") or []
+        if not any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
+            continue
+        stats = (wl.get("status") or {}).get("schedulingStats") or {}
+        evictions = [
+            f"{e.get('reason', '?')}"
+            + (f"/{e['underlyingCause']}" if e.get("underlyingCause") else "")
+            + (f" x{e['count']}" if int(e.get("count") or 1) > 1 else "")
+            for e in stats.get("evictions") or []
+        ]
+        return "evicted: " + ", ".join(evictions) if evictions else "no eviction"
+    return "no workload"
+
+
 # --- I/O: the module, certificates, the process ----------------------------------------------
 
 
@@ -396,6 +415,7 @@ class KueueProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = folder / "kueue.log"
         self.webhook_names: list[tuple[str, str]] = []
+        self._custom: Any = None
 
     @property
     def pid(self) -> int | None:
@@ -578,6 +598,17 @@ class KueueProcess:
 
     def install(self, objects: Sequence[Mapping[str, Any]]) -> None:
         self._apply(objects)
+
+    def outcome(self, namespace: str, job: str) -> str:
+        """What Kueue did for ``job`` so far (``workload_outcome``)."""
+        from kubernetes import client
+
+        if self._custom is None:
+            self._custom = client.CustomObjectsApi(self._api())
+        listed = self._custom.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", namespace, "workloads"
+        )
+        return workload_outcome(listed.get("items") or [], job)
 
 
 def port_busy(port: int) -> bool:

@@ -158,6 +158,7 @@ class Trial:
     t_running: float | None = None
     ledger: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    outcome: str | None = None  # what the system did, where it says (Kueue: evictions)
 
     @property
     def seconds(self) -> float | None:
@@ -416,6 +417,16 @@ class Vanilla:
         self.watch = PodWatch(core).start()
         self.max_jobs = args.vanilla_jobs
         self.racks = racks_of(core)
+        # Job name -> what the system did for it (set for Kueue: its Workload's evictions).
+        self.outcome_of: Callable[[str], str] | None = None
+
+    def note(self, trial: Trial, job: str) -> None:
+        if self.outcome_of is None or trial.t_fail is None:
+            return
+        try:
+            trial.outcome = self.outcome_of(job)
+        except Exception as exc:
+            log(self.system, f"could not read what became of {job}: {exc}")
 
     # zones: room for a Job, turns for taints
 
@@ -525,6 +536,7 @@ class Vanilla:
             trial.t_running = self.wait_replaced(trial.name, lost, set(victims), trial.t_fail)
             self.report(trial)
         finally:
+            self.note(trial, trial.name)
             for node in trial.victims:
                 restore(self.core, trial.kind, node)
             self.delete_job(trial.name)
@@ -563,6 +575,7 @@ class Vanilla:
                 self.report(trial)
         finally:
             for trial in trials:
+                self.note(trial, name)
                 for node in trial.victims:
                     restore(self.core, trial.kind, node)
             self.delete_job(name)
@@ -607,6 +620,7 @@ class Vanilla:
             trial.t_running = got
             self.report(trial)
         finally:
+            self.note(trial, second)
             for node in trial.victims:
                 restore(self.core, trial.kind, node)
             self.delete_job(first)
@@ -946,6 +960,7 @@ class Measured:
     not_run: dict[str, int]  # kind -> trials that could not run (an error, not a timing)
     run: str  # nodes, minutes, load
     breakdown: list[list[object]] = field(default_factory=list)  # Phased's ledger rows
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> what it did
     date: str = ""
     command: str = ""
 
@@ -953,7 +968,11 @@ class Measured:
     def of(cls, system: str, trials: Sequence[Trial], cutoff: float, run: str) -> Measured:
         seconds: dict[str, list[float | None]] = {}
         not_run: dict[str, int] = {}
+        outcomes: dict[str, dict[str, int]] = {}
         for t in trials:
+            if t.outcome is not None:
+                counts = outcomes.setdefault(t.kind, {})
+                counts[t.outcome] = counts.get(t.outcome, 0) + 1
             seconds.setdefault(t.kind, [])
             not_run.setdefault(t.kind, 0)
             if t.error is not None:
@@ -967,6 +986,7 @@ class Measured:
             not_run=not_run,
             run=run,
             breakdown=breakdown(trials) if system == "phased" else [],
+            outcomes=outcomes,
             date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             command=command_line(),
         )
@@ -1293,7 +1313,11 @@ def write_report(
   {kueue.NODE_FAILURE_DELAY_S} s) and acts on one failed node per workload: two failed
   nodes of a workload evict it (all its pods go; it is queued and admitted afresh with a
   new topology assignment). It reads the node's Ready condition and taints, not other
-  conditions or allocatable.
+  conditions or allocatable. What it did, per trial (its Workload's
+  `status.schedulingStats.evictions` when the trial ended):
+
+{outcome_table(shown["kueue"]) if "kueue" in shown else ""}
+
 """
         if "kueue" in shown
         else ""
@@ -1361,6 +1385,15 @@ How the trials ran:
         )
 
 
+def outcome_table(m: Measured) -> str:
+    rows = [
+        [kind, outcome, count]
+        for kind in KINDS
+        for outcome, count in sorted(m.outcomes.get(kind, {}).items())
+    ]
+    return table(["failure", "what it did", "trials"], rows) if rows else "(not recorded)"
+
+
 def kueue_version() -> str:
     return kueue.bin_dir().name.removeprefix("kueue-")
 
@@ -1386,6 +1419,7 @@ def run_kueue(
         )
         side = Vanilla("kueue", core, cluster.kubeconfig, zones, args)
         process.install([kueue.local_queue(side.ns)])
+        side.outcome_of = lambda job: process.outcome(side.ns, job)
         return side.run(kinds, args.trials)
     finally:
         process.stop()

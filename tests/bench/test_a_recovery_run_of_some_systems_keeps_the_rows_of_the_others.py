@@ -122,3 +122,16 @@ def test_a_kueue_only_run_writes_a_section_with_the_earlier_phased_and_tuned_row
     # The data lines of all three are written again, so the next run keeps them too.
     assert set(recovery.measured_in(body)) == {"phased", "tuned", "kueue"}
     assert "Not run: " + recovery.SYSTEMS["shipped"] in body
+
+
+def test_what_a_system_did_is_counted_per_kind_and_kept_with_its_figures() -> None:
+    trials = [_trial("kueue", "rack", 40.0), _trial("kueue", "rack", 50.0)]
+    trials.append(_trial("kueue", "not-ready", 20.0))
+    trials[0].outcome = trials[1].outcome = "evicted: NodeFailures"
+    trials[2].outcome = "no eviction"
+    m = recovery.Measured.of("kueue", trials, 480.0, "r")
+    assert m.outcomes == {"rack": {"evicted: NodeFailures": 2}, "not-ready": {"no eviction": 1}}
+    assert recovery.measured_in(m.data_line())["kueue"].outcomes == m.outcomes
+    shown = recovery.outcome_table(m)
+    assert "| not-ready | no eviction" in shown
+    assert "| rack      | evicted: NodeFailures | 2" in shown

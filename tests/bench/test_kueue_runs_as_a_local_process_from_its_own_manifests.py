@@ -245,3 +245,26 @@ def test_the_metrics_certificate_is_added_to_etc_only_in_the_process_own_mount_n
     assert f"lowerdir=/etc,upperdir={tmp_path / 'etc' / 'upper'}" in script
     assert script.rstrip().endswith('exec "$0" "$@"')  # the program replaces the shell: same pid
     assert (tmp_path / "etc" / "work").is_dir()
+
+
+def _workload(job: str, evictions: list[dict[str, Any]] | None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if evictions is not None:
+        status["schedulingStats"] = {"evictions": evictions}
+    return {
+        "metadata": {"name": f"job-{job}-abcde", "ownerReferences": [{"kind": "Job", "name": job}]},
+        "status": status,
+    }
+
+
+def test_what_kueue_did_is_read_from_the_workload_the_job_owns() -> None:
+    workloads = [
+        _workload("rack-0", [{"reason": "NodeFailures", "count": 1}]),
+        _workload("rack-1", [{"reason": "Evicted", "underlyingCause": "NodeFailures", "count": 2}]),
+        _workload("not-ready-0", None),
+        {"metadata": {"name": "orphan"}, "status": {}},
+    ]
+    assert kueue.workload_outcome(workloads, "rack-0") == "evicted: NodeFailures"
+    assert kueue.workload_outcome(workloads, "rack-1") == "evicted: Evicted/NodeFailures x2"
+    assert kueue.workload_outcome(workloads, "not-ready-0") == "no eviction"
+    assert kueue.workload_outcome(workloads, "gone") == "no workload"
