@@ -434,7 +434,7 @@ class KueueProcess:
         """Server-side apply through kubectl (the Workload CRD is too large for the
         annotation client-side apply keeps)."""
         kubectl = self._kubectl()
-        subprocess.run(
+        out = subprocess.run(
             [
                 kubectl,
                 "--kubeconfig",
@@ -447,9 +447,10 @@ class KueueProcess:
                 "-",
             ],
             input="\n---\n".join(json.dumps(d) for d in docs).encode(),
-            check=True,
             capture_output=True,
         )
+        if out.returncode != 0:
+            raise RuntimeError(f"kubectl apply failed: {out.stderr.decode(errors='replace')}")
 
     @staticmethod
     def _kubectl() -> str:
