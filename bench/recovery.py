@@ -54,6 +54,7 @@ import math
 import re
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import traceback
@@ -1304,24 +1305,24 @@ def write_report(
         else ""
     )
     gates = ", ".join(f"{g}={v}" for g, v in kueue.FEATURE_GATES.items())
-    kueue_note = (
-        f"""- Kueue: the tuned Jobs above, each with the `{kueue.QUEUE_LABEL}` label of a
-  LocalQueue and `{kueue.PREFERRED_TOPOLOGY}: {KUEUE_PREFERRED}`, run the same way
-  (zones, turns, shared Jobs). Kueue as a local process (`bench/kueue.py`; webhooks on
-  127.0.0.1, the Job integration only, leader election off) with the gates {gates}.
-  Its node replacement needs the lost pods ended (or the node NotReady for
-  {kueue.NODE_FAILURE_DELAY_S} s) and acts on one failed node per workload: two failed
-  nodes of a workload evict it (all its pods go; it is queued and admitted afresh with a
-  new topology assignment). It reads the node's Ready condition and taints, not other
-  conditions or allocatable. What it did, per trial (its Workload's
-  `status.schedulingStats.evictions` when the trial ended):
-
-{outcome_table(shown["kueue"]) if "kueue" in shown else ""}
-
-"""
-        if "kueue" in shown
-        else ""
-    )
+    kueue_note = ""
+    if "kueue" in shown:
+        said = (
+            f"Kueue: the tuned Jobs, each with the `{kueue.QUEUE_LABEL}` label of a LocalQueue "
+            f"and `{kueue.PREFERRED_TOPOLOGY}: {KUEUE_PREFERRED}`, run the same way (zones, "
+            "turns, shared Jobs). Kueue runs as a local process (`bench/kueue.py`: webhooks on "
+            "127.0.0.1, the Job integration only, leader election off) with the gates "
+            f"{gates}. Its node replacement waits for the lost pods to end (or for the node "
+            f"to be NotReady for {kueue.NODE_FAILURE_DELAY_S} s) and replaces one failed node "
+            "per workload: when it finds no replacement at the first try (FailFast), or a "
+            "second node of the workload fails, it evicts the workload (all its pods go; it "
+            "is queued and admitted afresh with a new topology assignment). It reads the "
+            "node's Ready condition and taints, not other conditions or allocatable. What it "
+            "did, per trial (its Workload's `status.schedulingStats.evictions` when the "
+            "trial ended):"
+        )
+        wrapped = textwrap.fill(said, 92, initial_indent="- ", subsequent_indent="  ")
+        kueue_note = f"{wrapped}\n\n{outcome_table(shown['kueue'])}\n\n"
     lanes = ", ".join(f"{k} {PHASED_LANES[k]}" for k in all_kinds)
     width = sum(PHASED_LANES[k] for k in all_kinds)
     body = f"""
