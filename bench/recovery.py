@@ -1325,6 +1325,32 @@ def write_report(
         kueue_note = f"{wrapped}\n\n{outcome_table(shown['kueue'])}\n\n"
     lanes = ", ".join(f"{k} {PHASED_LANES[k]}" for k in all_kinds)
     width = sum(PHASED_LANES[k] for k in all_kinds)
+    phased_note = (
+        f"""- Phased: lanes of TrainingJobs side by side ({lanes}), each taking its trials one after
+  the other once the job is back to 8 workers Running and 2 spares; one operator process
+  for all of them, so the operator and the 2 CPUs are shared by up to {width} jobs at
+  once. Failed nodes stay quarantined (nodeReturn Quarantine); the bench gives them back
+  their health right after the trial. With the breaker at its default (20 % of the pool
+  within 5 minutes), a rack (4 of 10 nodes) or the third failure within 5 minutes stops
+  automatic action until a person says `phased proceed`: by design, not measured here.
+"""
+        if "phased" in shown
+        else ""
+    )
+    vanilla_note = (
+        f"""- Vanilla: one Indexed Job per trial (up to {args.vanilla_jobs} at once), pinned to
+  one of {ZONES} zones by a nodeSelector, as a training job is for its network; two-nodes
+  and rack fail nodes of that zone. The node lifecycle controller taints nodes NoExecute at
+  `--node-eviction-rate` per zone, so trials that taint nodes take turns per zone (no trial
+  waits behind another's nodes; a rack's own 4 nodes do queue, as they would). gpu-fault
+  and gpu-drop trials share Jobs, one trial per node (Kubernetes takes no action on
+  either). phase-boundary: phase 1 is a Job whose pods end after {PHASE1_S} s; the moment
+  all have, a node it used reports NotReady and phase 2 is created at once, as a workflow
+  engine would (the engine's own delay is not counted).
+"""
+        if any(s in shown for s in ("shipped", "tuned", "kueue"))
+        else ""
+    )
     body = f"""
 {warning}{kept_note}Injection -> the replacement worker of every lost rank Running on a healthy
 node (wall clock, the bench's own watch of the pods). {args.trials} trials per cell in this run (the
@@ -1351,26 +1377,11 @@ Settings (equal graces wherever both sides have the knob):
 {parts}
 
 How the trials ran:
-- Phased: lanes of TrainingJobs side by side ({lanes}), each taking its trials one after
-  the other once the job is back to 8 workers Running and 2 spares; one operator process
-  for all of them, so the operator and the 2 CPUs are shared by up to {width} jobs at
-  once. Failed nodes stay quarantined (nodeReturn Quarantine); the bench gives them back
-  their health right after the trial. With the breaker at its default (20 % of the pool
-  within 5 minutes), a rack (4 of 10 nodes) or the third failure within 5 minutes stops
-  automatic action until a person says `phased proceed`: by design, not measured here.
-- Vanilla: one Indexed Job per trial (up to {args.vanilla_jobs} at once), pinned to one of
-  {ZONES} zones by a nodeSelector, as a training job is for its network; two-nodes and rack
-  fail nodes of that zone. The node lifecycle controller taints nodes NoExecute at
-  `--node-eviction-rate` per zone, so trials that taint nodes take turns per zone (no trial
-  waits behind another's nodes; a rack's own 4 nodes do queue, as they would). gpu-fault
-  and gpu-drop trials share Jobs, one trial per node (Kubernetes takes no action on
-  either). phase-boundary: phase 1 is a Job whose pods end after {PHASE1_S} s; the moment
-  all have, a node it used reports NotReady and phase 2 is created at once, as a workflow
-  engine would (the engine's own delay is not counted).
-{kueue_note}- A silent node: kwok stops renewing its Lease and stops playing its pods, so a pod
-  being deleted there stays Terminating (a dead kubelet never confirms); `podReplacementPolicy:
-  Failed` then waits for ever, and Phased force-deletes. A node that reports NotReady: kwok
-  plays a kubelet that still stops the pods it is told to delete (phase Failed at once).
+{phased_note}{vanilla_note}{kueue_note}- A silent node: kwok stops renewing its Lease and stops
+  playing its pods, so a pod being deleted there stays Terminating (a dead kubelet never
+  confirms); `podReplacementPolicy: Failed` then waits for ever, and Phased force-deletes.
+  A node that reports NotReady: kwok plays a kubelet that still stops the pods it is told
+  to delete (phase Failed at once).
 - All: {WORKERS} workers on {WORKERS} 8-GPU nodes per job; whole run {minutes:.0f} min,
   load average before {load_before}, after {load_average()}.
 
