@@ -126,6 +126,15 @@ never fail on a timing.
 """
 
 
+def read_section(key: str) -> str | None:
+    """The text of the section ``key`` of bench/RESULTS.md as last written, or None."""
+    if not RESULTS.exists():
+        return None
+    start, end = f"<!-- bench:{key} -->", f"<!-- /bench:{key} -->"
+    match = re.search(re.escape(start) + r"(.*?)" + re.escape(end), RESULTS.read_text(), re.S)
+    return match.group(1) if match else None
+
+
 def write_section(
     key: str, title: str, body: str, details: Mapping[str, str] | None = None
 ) -> None:

@@ -1,15 +1,17 @@
-"""Recovery from failed nodes: Phased against vanilla Kubernetes, on a real control plane.
+"""Recovery from failed nodes: Phased against vanilla Kubernetes and Kueue, on a real
+control plane.
 
-    python bench/recovery.py [--systems phased,shipped,tuned] [--kinds ...] [--trials 30]
+    python bench/recovery.py [--systems phased,shipped,tuned,kueue] [--kinds ...] [--trials 30]
                              [--never-after 480] [--phased-never-after 120] [--no-write]
+                             [--cluster recovery --port-base 32800]
 
 Each system runs on a fresh cluster instance of its own (``phased-bench-recovery``: its own
 folder under ``~/.cache/phased/``, ports 32800-32805, see ``bench/common.py``; never the
-default one), with nothing else in it, one system after the other; the instance is stopped
-at the end. Real etcd, kube-apiserver, kube-controller-manager (node lifecycle, taint
-eviction, Job controllers) and kube-scheduler; KWOK plays the kubelets of simulated 8-GPU
-H100 nodes, in ``ZONES`` zones (``topology.kubernetes.io/zone``, one zone per block of two
-racks, round robin).
+default one; ``--cluster NAME --port-base PORT`` for another), with nothing else in it, one
+system after the other; the instance is stopped at the end. Real etcd, kube-apiserver,
+kube-controller-manager (node lifecycle, taint eviction, Job controllers) and
+kube-scheduler; KWOK plays the kubelets of simulated 8-GPU H100 nodes, in ``ZONES`` zones
+(``topology.kubernetes.io/zone``, one zone per block of two racks, round robin).
 
 Systems:
 
@@ -24,6 +26,12 @@ Systems:
   ``podFailurePolicy`` that ignores disruptions, ``podReplacementPolicy: Failed`` (the only
   value allowed with a pod failure policy) and ``backoffLimitPerIndex`` (so the Job
   controller's 10 s doubling backoff counts per index, not per Job).
+- ``kueue``: the tuned Job, sent through Kueue (``bench/kueue.py``: its controller as a
+  local process, ports PORT+6..PORT+8) with topology-aware scheduling: a Topology of block,
+  rack and ``kubernetes.io/hostname``, the pods packed by ``podset-preferred-topology`` rack,
+  and its failed-node replacement on (a node the Job lost gets a replacement in the
+  workload's topology assignment; two failed nodes, or none to be found, evict the workload,
+  which is admitted afresh). Same controller-manager flags as ``tuned``.
 
 Failure kinds, each measured from injection to the replacement worker of every lost rank
 (index) Running on a healthy node: ``not-ready`` (the kubelet reports Ready=False at once),
@@ -40,16 +48,18 @@ Trials overlap, each in its own Job or TrainingJob (see the notes the section pr
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import re
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,11 +70,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from e2e import lib
 from e2e.harness import CRD, Operator
 
+import kueue
 from common import (
+    BENCH_PORT_BASE,
     BenchCluster,
+    command_line,
     is_max_rank,
     load_average,
     nearest_rank,
+    read_section,
     table,
     write_section,
 )
@@ -99,7 +113,12 @@ SYSTEMS: dict[str, str] = {
     "phased": "Phased (TrainingJob, 2 spares)",
     "shipped": "vanilla Indexed Job, as shipped",
     "tuned": "vanilla Indexed Job, tuned",
+    "kueue": "Kueue TAS, failed-node replacement",
 }
+# Kueue: the level its pods are packed in (preferred: a job of 8 does not fit a rack of 4),
+# and its Topology's levels, the lowest the node itself (node replacement needs it).
+KUEUE_PREFERRED = RACK_LABEL
+KUEUE_LEVELS = (BLOCK_LABEL, RACK_LABEL, kueue.HOSTNAME_LABEL)
 # Trials run side by side on Phased: lanes (TrainingJobs) per kind, each taking its trials
 # one after the other. The slow kinds get more.
 PHASED_LANES = {
@@ -140,6 +159,7 @@ class Trial:
     t_running: float | None = None
     ledger: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    outcome: str | None = None  # what the system did, where it says (Kueue: evictions)
 
     @property
     def seconds(self) -> float | None:
@@ -354,7 +374,7 @@ def indexed_job(
             "spec": pod["spec"],
         },
     }
-    if system == "tuned":
+    if system in ("tuned", "kueue"):
         pod["spec"]["tolerations"] = [
             {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": GRACE_S}
             for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -364,7 +384,10 @@ def indexed_job(
         spec["podFailurePolicy"] = {
             "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
         }
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+    if system == "kueue":
+        job = kueue.queued(job, preferred=KUEUE_PREFERRED)
+    return job
 
 
 class Vanilla:
@@ -395,6 +418,16 @@ class Vanilla:
         self.watch = PodWatch(core).start()
         self.max_jobs = args.vanilla_jobs
         self.racks = racks_of(core)
+        # Job name -> what the system did for it (set for Kueue: its Workload's evictions).
+        self.outcome_of: Callable[[str], str] | None = None
+
+    def note(self, trial: Trial, job: str) -> None:
+        if self.outcome_of is None or trial.t_fail is None:
+            return
+        try:
+            trial.outcome = self.outcome_of(job)
+        except Exception as exc:
+            log(self.system, f"could not read what became of {job}: {exc}")
 
     # zones: room for a Job, turns for taints
 
@@ -504,6 +537,7 @@ class Vanilla:
             trial.t_running = self.wait_replaced(trial.name, lost, set(victims), trial.t_fail)
             self.report(trial)
         finally:
+            self.note(trial, trial.name)
             for node in trial.victims:
                 restore(self.core, trial.kind, node)
             self.delete_job(trial.name)
@@ -542,6 +576,7 @@ class Vanilla:
                 self.report(trial)
         finally:
             for trial in trials:
+                self.note(trial, name)
                 for node in trial.victims:
                     restore(self.core, trial.kind, node)
             self.delete_job(name)
@@ -586,6 +621,7 @@ class Vanilla:
             trial.t_running = got
             self.report(trial)
         finally:
+            self.note(trial, second)
             for node in trial.victims:
                 restore(self.core, trial.kind, node)
             self.delete_job(first)
@@ -915,9 +951,87 @@ def cutoff_of(system: str, args: Any) -> float:
     return float(args.phased_never_after if system == "phased" else args.never_after)
 
 
-def ranked(trials: Sequence[Trial]) -> list[float]:
+@dataclass
+class Measured:
+    """What one system measured, enough to write its rows again. The section keeps it as a
+    data line, so that a later run of other systems (``--systems kueue``) keeps these rows
+    instead of erasing them; ``date`` and ``command`` say which run measured them."""
+
+    system: str
+    cutoff: float
+    seconds: dict[str, list[float | None]]  # kind -> each trial's seconds (None: not within)
+    not_run: dict[str, int]  # kind -> trials that could not run (an error, not a timing)
+    run: str  # nodes, minutes, load
+    breakdown: list[list[object]] = field(default_factory=list)  # Phased's ledger rows
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> what it did
+    date: str = ""
+    command: str = ""
+
+    @classmethod
+    def of(cls, system: str, trials: Sequence[Trial], cutoff: float, run: str) -> Measured:
+        seconds: dict[str, list[float | None]] = {}
+        not_run: dict[str, int] = {}
+        outcomes: dict[str, dict[str, int]] = {}
+        for t in trials:
+            if t.outcome is not None:
+                counts = outcomes.setdefault(t.kind, {})
+                counts[t.outcome] = counts.get(t.outcome, 0) + 1
+            seconds.setdefault(t.kind, [])
+            not_run.setdefault(t.kind, 0)
+            if t.error is not None:
+                not_run[t.kind] += 1
+            else:
+                seconds[t.kind].append(None if t.seconds is None else round(t.seconds, 2))
+        return cls(
+            system=system,
+            cutoff=cutoff,
+            seconds=seconds,
+            not_run=not_run,
+            run=run,
+            breakdown=breakdown(trials) if system == "phased" else [],
+            outcomes=outcomes,
+            date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            command=command_line(),
+        )
+
+    def data_line(self) -> str:
+        return f"<!-- {DATA_MARK} {json.dumps(asdict(self), separators=(',', ':'))} -->"
+
+    @classmethod
+    def from_data(cls, text: str) -> Measured:
+        raw = json.loads(text)
+        return cls(**raw)
+
+
+DATA_MARK = "recovery-data"
+
+
+def measured_in(section: str) -> dict[str, Measured]:
+    """The systems a written section measured (its data lines); unreadable lines are
+    skipped (the rows they stood for are then not kept)."""
+    found: dict[str, Measured] = {}
+    for match in re.finditer(rf"<!-- {DATA_MARK} (.*?) -->", section):
+        try:
+            m = Measured.from_data(match.group(1))
+        except (ValueError, TypeError):
+            continue
+        if m.system in SYSTEMS:
+            found[m.system] = m
+    return found
+
+
+def merged(
+    now_measured: Mapping[str, Measured], earlier: Mapping[str, Measured], running: Iterable[str]
+) -> dict[str, Measured]:
+    """This run's systems, and the earlier section's for every system this run does not run
+    (a system this run runs never keeps its earlier rows, even if it is not finished)."""
+    skip = set(running) | set(now_measured)
+    return {**{s: m for s, m in earlier.items() if s not in skip}, **now_measured}
+
+
+def ranked(values: Iterable[float | None]) -> list[float]:
     """Recovery seconds, a trial not recovered as infinity (it sorts last)."""
-    return sorted(t.seconds if t.seconds is not None else math.inf for t in trials)
+    return sorted(v if v is not None else math.inf for v in values)
 
 
 def cell(values: Sequence[float], p: float, cutoff: float) -> str:
@@ -932,20 +1046,20 @@ def cell(values: Sequence[float], p: float, cutoff: float) -> str:
     return f"> {cutoff:.0f}" if math.isinf(v) else f"{v:.1f}"
 
 
-def row_for(system: str, kind: str, trials: list[Trial], cutoff: float) -> list[object]:
-    measured = [t for t in trials if t.error is None]
-    values = ranked(measured)
+def row_for(m: Measured, kind: str) -> list[object]:
+    values = ranked(m.seconds.get(kind, []))
+    cutoff = m.cutoff
     missed = sum(1 for v in values if math.isinf(v))
-    errors = len(trials) - len(measured)
+    errors = m.not_run.get(kind, 0)
     count = f"{len(values)}" + (f" ({errors} not run)" if errors else "")
     if values and missed == len(values):
         shown = f"never within {cutoff:.0f} s"
-        return [kind, SYSTEMS[system], count, shown, "", "", "", ""]
+        return [kind, SYSTEMS[m.system], count, shown, "", "", "", ""]
     worst = values[-1] if values else float("nan")
     worst_s = f"> {cutoff:.0f}" if math.isinf(worst) else f"{worst:.1f}"
     return [
         kind,
-        SYSTEMS[system],
+        SYSTEMS[m.system],
         count,
         cell(values, 50, cutoff),
         cell(values, 90, cutoff),
@@ -955,11 +1069,23 @@ def row_for(system: str, kind: str, trials: list[Trial], cutoff: float) -> list[
     ]
 
 
-def median_of(trials: Sequence[Trial]) -> float:
-    values = ranked([t for t in trials if t.error is None])
+def median_of(m: Measured | None, kind: str) -> float:
+    values = ranked(m.seconds.get(kind, [])) if m else []
     if not values:
         return float("nan")
     return values[nearest_rank(len(values), 50) - 1]
+
+
+def ratio_to(base: float, med: float) -> str:
+    if math.isnan(base) or math.isnan(med):
+        return ""
+    if math.isinf(med) and math.isinf(base):
+        return "both never"
+    if math.isinf(med):
+        return "never vs Phased"
+    if math.isinf(base):
+        return "Phased never"
+    return f"{med / base:.1f}x"
 
 
 def breakdown(trials: Sequence[Trial]) -> list[list[object]]:
@@ -1013,49 +1139,83 @@ def breakdown(trials: Sequence[Trial]) -> list[list[object]]:
 
 
 def settings_table(systems: Sequence[str]) -> str:
-    rows = [
-        [
-            "kube-controller-manager --node-monitor-grace-period",
-            f"{GRACE_S} s",
-            f"{SHIPPED_KCM_GRACE_S} s (default)",
-            f"{GRACE_S} s",
-        ],
-        [
-            "kube-controller-manager --node-eviction-rate (nodes/s per zone)",
-            f"{SHIPPED_EVICTION_RATE} (default; Phased does not wait for evictions)",
-            f"{SHIPPED_EVICTION_RATE} (default)",
-            f"{TUNED_EVICTION_RATE}",
-        ],
-        [
-            "grace for a NotReady/Unknown node",
-            f"notReadyGrace {GRACE_S} s",
-            f"tolerationSeconds {SHIPPED_TOLERATION_S} s (added by the API server)",
-            f"tolerationSeconds {GRACE_S} s",
-        ],
-        ["grace for a GPU-fault condition", "gpuFaultGrace 0 s (default)", "no knob", "no knob"],
-        ["grace for lost allocatable GPUs", f"gpuDropGrace {GRACE_S} s", "no knob", "no knob"],
-        [
-            "replacement",
-            f"Gang restart onto {SPARES} spares, refilled from free nodes",
-            "Job controller, podReplacementPolicy TerminatingOrFailed, backoffLimit 6",
-            "Job controller, podReplacementPolicy Failed, podFailurePolicy Ignore "
-            "DisruptionTarget, backoffLimitPerIndex 6",
-        ],
-        [
-            "pod failure backoff (10 s, doubling)",
-            "none",
-            "per Job (not configurable)",
-            "per index (backoffLimitPerIndex)",
-        ],
-        [
-            "blast-radius breaker",
-            "massFailure.maxFailedPercent 100 (default 20: see below)",
-            "no such thing",
-            "no such thing",
-        ],
-    ]
-    shown = [SYSTEMS[s] for s in ("phased", "shipped", "tuned")]
-    return table(["setting", *shown], rows)
+    """The settings of each system shown, one column each (equal graces wherever a system
+    has the knob)."""
+    delay = kueue.NODE_FAILURE_DELAY_S
+    by_setting: dict[str, dict[str, str]] = {
+        "kube-controller-manager --node-monitor-grace-period": {
+            "phased": f"{GRACE_S} s",
+            "shipped": f"{SHIPPED_KCM_GRACE_S} s (default)",
+            "tuned": f"{GRACE_S} s",
+            "kueue": f"{GRACE_S} s",
+        },
+        "kube-controller-manager --node-eviction-rate (nodes/s per zone)": {
+            "phased": f"{SHIPPED_EVICTION_RATE} (default; Phased does not wait for evictions)",
+            "shipped": f"{SHIPPED_EVICTION_RATE} (default)",
+            "tuned": f"{TUNED_EVICTION_RATE}",
+            "kueue": f"{TUNED_EVICTION_RATE}",
+        },
+        "grace for a NotReady/Unknown node": {
+            "phased": f"notReadyGrace {GRACE_S} s",
+            "shipped": f"tolerationSeconds {SHIPPED_TOLERATION_S} s (added by the API server)",
+            "tuned": f"tolerationSeconds {GRACE_S} s",
+            "kueue": (
+                f"tolerationSeconds {GRACE_S} s; Kueue counts the node failed once the pods "
+                "on it have ended (TASReplaceNodeOnPodTermination), else after its fixed "
+                f"{delay} s NodeFailureDelay (no knob)"
+            ),
+        },
+        "grace for a GPU-fault condition": {
+            "phased": "gpuFaultGrace 0 s (default)",
+            "shipped": "no knob",
+            "tuned": "no knob",
+            "kueue": "no knob (Kueue reads only Ready and taints)",
+        },
+        "grace for lost allocatable GPUs": {
+            "phased": f"gpuDropGrace {GRACE_S} s",
+            "shipped": "no knob",
+            "tuned": "no knob",
+            "kueue": "no knob",
+        },
+        "placement": {
+            "phased": f"its own pool: {WORKERS} nodes and {SPARES} spares",
+            "shipped": "kube-scheduler, nodeSelector on one zone",
+            "tuned": "kube-scheduler, nodeSelector on one zone",
+            "kueue": (
+                "nodeSelector on one zone; TAS podset-preferred-topology rack (Topology: "
+                "block, rack, hostname); a ClusterQueue with every GPU as quota"
+            ),
+        },
+        "replacement": {
+            "phased": f"Gang restart onto {SPARES} spares, refilled from free nodes",
+            "shipped": "Job controller, podReplacementPolicy TerminatingOrFailed, backoffLimit 6",
+            "tuned": (
+                "Job controller, podReplacementPolicy Failed, podFailurePolicy Ignore "
+                "DisruptionTarget, backoffLimitPerIndex 6"
+            ),
+            "kueue": (
+                "as tuned, and Kueue's failed-node replacement (TASFailedNodeReplacement): "
+                "a new node in the topology assignment for the lost pods; a second failed "
+                "node, or no replacement at the first try (TASFailedNodeReplacementFailFast), "
+                "evicts the workload, which is queued and admitted afresh"
+            ),
+        },
+        "pod failure backoff (10 s, doubling)": {
+            "phased": "none",
+            "shipped": "per Job (not configurable)",
+            "tuned": "per index (backoffLimitPerIndex)",
+            "kueue": "per index (backoffLimitPerIndex)",
+        },
+        "blast-radius breaker": {
+            "phased": "massFailure.maxFailedPercent 100 (default 20: see below)",
+            "shipped": "no such thing",
+            "tuned": "no such thing",
+            "kueue": "no such thing (waitForPodsReady off)",
+        },
+    }
+    shown = [s for s in SYSTEMS if s in systems]
+    rows = [[name, *(values[s] for s in shown)] for name, values in by_setting.items()]
+    return table(["setting", *(SYSTEMS[s] for s in shown)], rows)
 
 
 def write_report(
@@ -1068,25 +1228,26 @@ def write_report(
     load_before: str,
 ) -> None:
     """Print the tables and notes; write the section (after each system, so that a run cut
-    short still leaves what it measured, marked as unfinished)."""
+    short still leaves what it measured, marked as unfinished). The rows of systems this run
+    does not run are kept from the section as written before (merge), with the date and
+    command that measured them."""
+    now_measured = {
+        s: Measured.of(s, results[s], cutoff_of(s, args), runs.get(s, "not finished"))
+        for s in systems
+        if s in results
+    }
+    shown = merged(now_measured, measured_in(read_section("recovery") or ""), systems)
+    order = [s for s in SYSTEMS if s in shown]
+    all_kinds = [k for k in KINDS if k in kinds or any(k in m.seconds for m in shown.values())]
     rows = []
-    for kind in kinds:
-        base = median_of([t for t in results.get("phased", []) if t.kind == kind])
-        for system in systems:
-            mine = [t for t in results.get(system, []) if t.kind == kind]
-            row = row_for(system, kind, mine, cutoff_of(system, args))
-            med = median_of(mine)
-            if system == "phased" or math.isnan(base) or math.isnan(med):
-                ratio = ""
-            elif math.isinf(med) and math.isinf(base):
-                ratio = "both never"
-            elif math.isinf(med):
-                ratio = "never vs Phased"
-            elif math.isinf(base):
-                ratio = "Phased never"
-            else:
-                ratio = f"{med / base:.1f}x"
-            rows.append([*row, ratio])
+    for kind in all_kinds:
+        base = median_of(shown.get("phased"), kind)
+        for system in order:
+            m = shown[system]
+            if kind not in m.seconds:
+                continue
+            ratio = "" if system == "phased" else ratio_to(base, median_of(m, kind))
+            rows.append([*row_for(m, kind), ratio])
     text = table(
         [
             "failure",
@@ -1102,7 +1263,7 @@ def write_report(
         rows,
     )
     parts = ""
-    if "phased" in results:
+    if "phased" in shown and shown["phased"].breakdown:
         parts = table(
             [
                 "failure",
@@ -1114,77 +1275,168 @@ def write_report(
                 "resumed -> bench sees Running",
                 "total",
             ],
-            breakdown(results["phased"]),
+            shown["phased"].breakdown,
         )
     minutes = (now() - started) / 60
     ledger_intro = (
         "Phased's time from its failure ledger (medians, seconds). `detected` is the node "
         "condition's transition time, which the API keeps in whole seconds."
     )
-    per_run = "\n".join(f"- {SYSTEMS[s]}: {runs.get(s, 'not finished')}" for s in systems)
-    not_run = [s for s in SYSTEMS if s not in systems]
-    kinds_not_run = [k for k in KINDS if k not in kinds]
+    per_run_lines = []
+    for s in [s for s in SYSTEMS if s in systems or s in shown]:
+        if s in systems:
+            per_run_lines.append(f"- {SYSTEMS[s]}: {runs.get(s, 'not finished')}")
+        else:
+            m = shown[s]
+            per_run_lines.append(
+                f"- {SYSTEMS[s]}: {m.run}; kept from an earlier run ({m.date}, `{m.command}`)"
+            )
+    per_run = "\n".join(per_run_lines)
+    not_run = [s for s in SYSTEMS if s not in systems and s not in shown]
+    kinds_not_run = [k for k in KINDS if k not in all_kinds]
     unfinished = [SYSTEMS[s] for s in systems if s not in runs]
     warning = (
         f"**Unfinished run: {', '.join(unfinished)} not measured (yet).**\n" if unfinished else ""
     )
-    body = f"""
-{warning}Injection -> the replacement worker of every lost rank Running on a healthy node (wall
-clock, the bench's own watch of the pods). {args.trials} trials per cell; percentiles by
-nearest rank; "max" where the percentile needs more trials than there are (p99 needs 100,
-p90 needs 10); a trial not recovered within the cut-off ({args.never_after:.0f} s vanilla,
-{args.phased_never_after:.0f} s Phased) counts as slower than any other. Kueue was not run.
-{"Not run: " + ", ".join(SYSTEMS[s] for s in not_run) + "." if not_run else ""}
-{"Kinds not run: " + ", ".join(kinds_not_run) + "." if kinds_not_run else ""}
-
-{text}
-
-Failure kinds: {"; ".join(f"**{k}**: {KINDS[k]}" for k in kinds)}.
-
-Each system on a fresh cluster instance of its own, nothing else in it:
-{per_run}
-
-Settings (equal graces wherever both sides have the knob):
-
-{settings_table(systems)}
-
-{ledger_intro if parts else ""}
-
-{parts}
-
-How the trials ran:
-- Phased: lanes of TrainingJobs side by side ({", ".join(f"{k} {PHASED_LANES[k]}" for k in kinds)}),
-  each taking its trials one after the other once the job is back to 8 workers Running and
-  2 spares; one operator process for all of them, so the operator and the 2 CPUs are shared
-  by up to {sum(PHASED_LANES[k] for k in kinds)} jobs at once. Failed nodes stay quarantined
-  (nodeReturn Quarantine); the bench gives them back their health right after the trial.
-  With the breaker at its default (20 % of the pool within 5 minutes), a rack (4 of 10
-  nodes) or the third failure within 5 minutes stops automatic action until a person says
-  `phased proceed`: by design, not measured here.
-- Vanilla: one Indexed Job per trial (up to {args.vanilla_jobs} at once), pinned to one of
-  {ZONES} zones by a nodeSelector, as a training job is for its network; two-nodes and rack
-  fail nodes of that zone. The node lifecycle controller taints nodes NoExecute at
+    kept = [SYSTEMS[s] for s in order if s not in systems]
+    kept_note = (
+        f"Rows of {', '.join(kept)} are kept from an earlier run of this section (see below "
+        "for when and how); this run measured "
+        f"{', '.join(SYSTEMS[s] for s in systems)}.\n"
+        if kept
+        else ""
+    )
+    gates = ", ".join(f"{g}={v}" for g, v in kueue.FEATURE_GATES.items())
+    kueue_note = ""
+    if "kueue" in shown:
+        said = (
+            f"Kueue: the tuned Jobs, each with the `{kueue.QUEUE_LABEL}` label of a LocalQueue "
+            f"and `{kueue.PREFERRED_TOPOLOGY}: {KUEUE_PREFERRED}`, run the same way (zones, "
+            "turns, shared Jobs). Kueue runs as a local process (`bench/kueue.py`: webhooks on "
+            "127.0.0.1, the Job integration only, leader election off) with the gates "
+            f"{gates}. Its node replacement waits for the lost pods to end (or for the node "
+            f"to be NotReady for {kueue.NODE_FAILURE_DELAY_S} s) and replaces one failed node "
+            "per workload: when it finds no replacement at the first try (FailFast), or a "
+            "second node of the workload fails, it evicts the workload (all its pods go; it "
+            "is queued and admitted afresh with a new topology assignment). It reads the "
+            "node's Ready condition and taints, not other conditions or allocatable. What it "
+            "did, per trial (its Workload's `status.schedulingStats.evictions` when the "
+            "trial ended):"
+        )
+        wrapped = textwrap.fill(said, 92, initial_indent="- ", subsequent_indent="  ")
+        kueue_note = f"{wrapped}\n\n{outcome_table(shown['kueue'])}\n\n"
+    lanes = ", ".join(f"{k} {PHASED_LANES[k]}" for k in all_kinds)
+    width = sum(PHASED_LANES[k] for k in all_kinds)
+    phased_note = (
+        f"""- Phased: lanes of TrainingJobs side by side ({lanes}), each taking its trials one after
+  the other once the job is back to 8 workers Running and 2 spares; one operator process
+  for all of them, so the operator and the 2 CPUs are shared by up to {width} jobs at
+  once. Failed nodes stay quarantined (nodeReturn Quarantine); the bench gives them back
+  their health right after the trial. With the breaker at its default (20 % of the pool
+  within 5 minutes), a rack (4 of 10 nodes) or the third failure within 5 minutes stops
+  automatic action until a person says `phased proceed`: by design, not measured here.
+"""
+        if "phased" in shown
+        else ""
+    )
+    vanilla_note = (
+        f"""- Vanilla: one Indexed Job per trial (up to {args.vanilla_jobs} at once), pinned to
+  one of {ZONES} zones by a nodeSelector, as a training job is for its network; two-nodes
+  and rack fail nodes of that zone. The node lifecycle controller taints nodes NoExecute at
   `--node-eviction-rate` per zone, so trials that taint nodes take turns per zone (no trial
   waits behind another's nodes; a rack's own 4 nodes do queue, as they would). gpu-fault
   and gpu-drop trials share Jobs, one trial per node (Kubernetes takes no action on
   either). phase-boundary: phase 1 is a Job whose pods end after {PHASE1_S} s; the moment
   all have, a node it used reports NotReady and phase 2 is created at once, as a workflow
   engine would (the engine's own delay is not counted).
-- A silent node: kwok stops renewing its Lease and stops playing its pods, so a pod being
-  deleted there stays Terminating (a dead kubelet never confirms); `podReplacementPolicy:
-  Failed` then waits for ever, and Phased force-deletes. A node that reports NotReady: kwok
-  plays a kubelet that still stops the pods it is told to delete (phase Failed at once).
+"""
+        if any(s in shown for s in ("shipped", "tuned", "kueue"))
+        else ""
+    )
+    body = f"""
+{warning}{kept_note}Injection -> the replacement worker of every lost rank Running on a healthy
+node (wall clock, the bench's own watch of the pods). {args.trials} trials per cell in this run (the
+trials column says how many each row had); percentiles by nearest rank; "max" where the
+percentile needs more trials than there are (p99 needs 100, p90 needs 10); a trial not
+recovered within the cut-off ({args.never_after:.0f} s vanilla and Kueue,
+{args.phased_never_after:.0f} s Phased) counts as slower than any other.
+{"Not run: " + ", ".join(SYSTEMS[s] for s in not_run) + "." if not_run else ""}
+{"Kinds not run: " + ", ".join(kinds_not_run) + "." if kinds_not_run else ""}
+
+{text}
+
+Failure kinds: {"; ".join(f"**{k}**: {KINDS[k]}" for k in all_kinds)}.
+
+Each system on a fresh cluster instance of its own, nothing else in it:
+{per_run}
+
+Settings (equal graces wherever both sides have the knob):
+
+{settings_table(order or systems)}
+
+{ledger_intro if parts else ""}
+
+{parts}
+
+How the trials ran:
+{phased_note}{vanilla_note}{kueue_note}- A silent node: kwok stops renewing its Lease and stops
+  playing its pods, so a pod being deleted there stays Terminating (a dead kubelet never
+  confirms); `podReplacementPolicy: Failed` then waits for ever, and Phased force-deletes.
+  A node that reports NotReady: kwok plays a kubelet that still stops the pods it is told
+  to delete (phase Failed at once).
 - All: {WORKERS} workers on {WORKERS} 8-GPU nodes per job; whole run {minutes:.0f} min,
   load average before {load_before}, after {load_average()}.
+
+{chr(10).join(shown[s].data_line() for s in order)}
 """
     print(body)
     if not args.no_write:
         write_section(
             "recovery",
-            "3. Recovery: Phased against vanilla Kubernetes",
+            "3. Recovery: Phased against vanilla Kubernetes and Kueue",
             body,
-            details={"Trials per cell": str(args.trials)},
+            details={"Trials per cell": f"{args.trials} (this run)"},
         )
+
+
+def outcome_table(m: Measured) -> str:
+    rows = [
+        [kind, outcome, count]
+        for kind in KINDS
+        for outcome, count in sorted(m.outcomes.get(kind, {}).items())
+    ]
+    return table(["failure", "what it did", "trials"], rows) if rows else "(not recorded)"
+
+
+def kueue_version() -> str:
+    return kueue.bin_dir().name.removeprefix("kueue-")
+
+
+def run_kueue(
+    core: Any,
+    cluster: BenchCluster,
+    zones: dict[str, str],
+    nodes: int,
+    args: Any,
+    kinds: Sequence[str],
+) -> list[Trial]:
+    """The tuned Jobs through Kueue: its process started on this cluster (stopped at the
+    end, whatever happens), its queue objects, a LocalQueue in the trials' namespace."""
+    folder = Path(cluster.env["PHASED_CLUSTER_DIR"]) / "kueue"
+    ports = (args.port_base + 6, args.port_base + 7, args.port_base + 8)
+    process = kueue.KueueProcess(cluster.kubeconfig, folder, ports)
+    process.start()
+    try:
+        log("kueue", f"Kueue {kueue_version()} running (pid {process.pid}); log {process.log_path}")
+        process.install(
+            kueue.queue_objects(node_labels=H100, levels=KUEUE_LEVELS, gpu_quota=nodes * 8)
+        )
+        side = Vanilla("kueue", core, cluster.kubeconfig, zones, args)
+        process.install([kueue.local_queue(side.ns)])
+        side.outcome_of = lambda job: process.outcome(side.ns, job)
+        return side.run(kinds, args.trials)
+    finally:
+        process.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1201,6 +1453,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vanilla-nodes", type=int, default=560, help="simulated nodes, vanilla")
     p.add_argument("--vanilla-jobs", type=int, default=56, help="vanilla Jobs at once")
     p.add_argument("--phased-nodes", type=int, default=520, help="simulated nodes, Phased")
+    p.add_argument("--cluster", default="recovery", help="bench cluster name (phased-bench-NAME)")
+    p.add_argument(
+        "--port-base",
+        type=int,
+        default=BENCH_PORT_BASE,
+        help="the cluster's six ports start here; Kueue's webhook, metrics, health are +6..+8",
+    )
     p.add_argument("--keep-cluster", action="store_true")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
@@ -1219,7 +1478,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     results: dict[str, list[Trial]] = {}
     runs: dict[str, str] = {}
-    cluster = BenchCluster("recovery")
+    cluster = BenchCluster(args.cluster, port_base=args.port_base)
     try:
         for system in systems:
             flags = {
@@ -1229,7 +1488,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"--node-monitor-grace-period={GRACE_S}s "
                     f"--node-eviction-rate={TUNED_EVICTION_RATE:g}"
                 ),
-            }[system]
+            }.get(system, "")
+            if system == "kueue":
+                flags = (
+                    f"--node-monitor-grace-period={GRACE_S}s "
+                    f"--node-eviction-rate={TUNED_EVICTION_RATE:g}"
+                )
             nodes = args.phased_nodes if system == "phased" else args.vanilla_nodes
             cluster.up(h100=nodes, kcm_flags=flags)
             core = lib.core_v1(cluster.kubeconfig)
@@ -1238,11 +1502,14 @@ def main(argv: list[str] | None = None) -> int:
             log(system, f"{nodes} nodes in {ZONES} zones; load {before}")
             if system == "phased":
                 results[system] = PhasedSide(core, cluster.kubeconfig, args).run(kinds, args.trials)
+            elif system == "kueue":
+                results[system] = run_kueue(core, cluster, zones, nodes, args, kinds)
             else:
                 side = Vanilla(system, core, cluster.kubeconfig, zones, args)
                 results[system] = side.run(kinds, args.trials)
             runs[system] = (
-                f"{nodes} nodes, {(now() - t0) / 60:.1f} min; load before {before}, "
+                (f"Kueue {kueue_version()}, " if system == "kueue" else "")
+                + f"{nodes} nodes, {(now() - t0) / 60:.1f} min; load before {before}, "
                 f"after {load_average()}"
             )
             log(system, runs[system])

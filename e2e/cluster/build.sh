@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build (or reuse from the cache) every binary the local cluster needs:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# kwok, kwokctl, helm, prometheus and promtool (build-prometheus.sh).
+# kwok, kwokctl, helm, prometheus and promtool (build-prometheus.sh); kueue only
+# when asked (`build.sh kueue`, for bench/recovery.py).
 # Everything is built from Go modules; nothing is downloaded from release
 # pages. A cold build takes tens of minutes on two cores; a warm one returns
 # in well under a second.
@@ -151,6 +152,34 @@ build_helm() {
   step "helm $HELM_VERSION: done"
 }
 
+# Kueue, the peer system of bench/recovery.py (not part of `all`: only that benchmark needs
+# it, and it builds it when it is missing). Its module has no replace directives, so
+# `go install` builds it as released; its CRDs and webhook manifests are read from the same
+# downloaded module at run time (bench/kueue.py), and the module's folder is written beside
+# the binary (module-dir) so that the benchmark finds exactly that version's manifests.
+build_kueue() {
+  local out="$PHASED_BIN_KUEUE"
+  if [[ -x "$out/kueue" && -d "$(cat "$out/module-dir" 2>/dev/null)/config/components" ]]; then
+    step "kueue $KUEUE_VERSION: cached in $out"; return
+  fi
+  need_go
+  step "kueue $KUEUE_VERSION: downloading the module"
+  local work="$PHASED_CACHE/build/kueue-$KUEUE_VERSION"
+  rm -rf "$work"; mkdir -p "$work"
+  (cd "$work" && go mod init phased.local/build >/dev/null 2>&1)
+  local dir
+  dir="$(cd "$work" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  [[ -d "$dir/config/components/crd" ]] || die "could not fetch sigs.k8s.io/kueue@$KUEUE_VERSION from the module proxy"
+  step "kueue $KUEUE_VERSION: building"
+  mkdir -p "$out.tmp"
+  with_heartbeat "kueue" env GOBIN="$out.tmp" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" \
+    "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION"
+  echo "$dir" >"$out.tmp/module-dir"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+  step "kueue $KUEUE_VERSION: done"
+}
+
 source "$here/build-nodes.sh"  # build_nodes: kubelet, containerd, CNI, CoreDNS, images
 mkdir -p "$PHASED_CACHE/bin"
 what="${1:-all}"
@@ -162,6 +191,7 @@ case "$what" in
   kwok) build_kwok ;;
   helm) build_helm ;;
   prometheus) bash "$here/build-prometheus.sh" ;;  # prometheus and promtool (also part of all)
-  *) die "unknown target '$what' (all, kubernetes, etcd, kwok, helm, prometheus, nodes)" ;;
+  kueue) build_kueue ;;  # bench/recovery.py's peer system only: not part of all
+  *) die "unknown target '$what' (all, kubernetes, etcd, kwok, helm, prometheus, nodes, kueue)" ;;
 esac
 step "all binaries ready under $PHASED_CACHE/bin"

@@ -7,6 +7,8 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v4.3.1}"
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v3.16.0}"
+# Kueue is a peer system of the recovery benchmark only (build.sh kueue; not part of all).
+KUEUE_VERSION="${KUEUE_VERSION:-v0.17.0}"
 
 # Binaries are cached outside the repository, one folder per version.
 PHASED_CACHE="${PHASED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phased}"
@@ -15,6 +17,7 @@ PHASED_BIN_ETCD="$PHASED_CACHE/bin/etcd-$ETCD_VERSION"
 PHASED_BIN_KWOK="$PHASED_CACHE/bin/kwok-$KWOK_VERSION"
 PHASED_BIN_HELM="$PHASED_CACHE/bin/helm-$HELM_VERSION"
 PHASED_BIN_PROMETHEUS="$PHASED_CACHE/bin/prometheus-$PROMETHEUS_VERSION"
+PHASED_BIN_KUEUE="$PHASED_CACHE/bin/kueue-$KUEUE_VERSION"
 
 # Where the running cluster keeps its state and kubeconfig.
 PHASED_CLUSTER_NAME="${PHASED_CLUSTER_NAME:-phased-e2e}"
