@@ -1,6 +1,7 @@
 """The operator at scale: 500, 1,000 and 2,000 simulated GPU nodes, 12 concurrent TrainingJobs.
 
-    python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--no-profile]
+    python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--idle 60]
+                          [--no-profile]
                           [--baseline REF [--rounds N]] [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--no-write]
 
@@ -16,7 +17,15 @@ only added), and stops it at the end. For each size a fresh operator process
 - reconcile throughput: passes/s from ``phased_reconcile_duration_seconds_count`` while idle
   and during the failures, and the mean pass duration;
 - resident memory (VmRSS) and CPU (utime+stime from /proc/<pid>/stat) of the operator;
-- the time from start to ready (the node view synced).
+- the time from start to ready (the node view synced);
+- the operator's API requests per idle minute and per failure, by verb and resource, and
+  its watch traffic (events and bytes per idle minute by resource, watches open), from the
+  API server's own counters: a control window of ``--idle`` seconds without the operator
+  and the bench's own calls (counted in the bench) are taken out (``bench/apiload.py``);
+- under the table, the least-squares slopes of RSS and mean pass time per 1,000 nodes.
+
+A size too small for the jobs (each holds 10 nodes, each failure quarantines one) runs on
+``jobs * 10 + failures`` nodes instead, and says so.
 
 With ``--baseline REF`` each size is run twice on the same cluster, one operator after the
 other: first the operator of commit REF (checked out into a temporary ``git worktree``,
