@@ -36,15 +36,23 @@ def sums(exposition: str, name: str, by: Sequence[str]) -> Counts:
     """The samples named ``name`` in a Prometheus text exposition, summed by the labels
     ``by`` (a sample without one of them counts as ""; ``"a|b"`` is label ``a``, or ``b``
     where ``a`` is missing). Other labels are summed over."""
+    return read(exposition, {name: by})[name]
+
+
+def read(exposition: str, wanted: Mapping[str, Sequence[str]]) -> dict[str, Counts]:
+    """:func:`sums` of several sample names (name -> labels to sum by), parsing the
+    exposition once (the API server's is megabytes)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    out: Counts = {}
+    out: dict[str, Counts] = {name: {} for name in wanted}
     for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
-            if sample.name != name:
+            by = wanted.get(sample.name)
+            if by is None:
                 continue
+            counts = out[sample.name]
             key = tuple(_label(sample.labels, spec) for spec in by)
-            out[key] = out.get(key, 0.0) + float(sample.value)
+            counts[key] = counts.get(key, 0.0) + float(sample.value)
     return out
 
 

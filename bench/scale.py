@@ -76,10 +76,10 @@ from apiload import (
     describe,
     mean_counts,
     minus,
+    read,
     request_key,
     scaled,
     slope,
-    sums,
     top,
     total,
 )
@@ -181,14 +181,28 @@ class CallCounter:
 
 @dataclass
 class ApiSample:
-    """The API server's counters at one moment, and the bench's own calls until then."""
+    """The API server's /metrics at one moment, and the bench's own calls until then."""
 
     at: float
-    requests: Counts
-    watch_events: Counts
-    watch_bytes: Counts
-    watches_open: Counts  # long-running WATCH requests open now, by resource
+    text: str
     bench: Counts
+
+    def counters(self) -> dict[str, Counts]:
+        """Parsed when asked, after the window: parsing megabytes takes a while."""
+        return read(
+            self.text,
+            {
+                REQUESTS: REQUEST_LABELS,
+                WATCH_EVENTS: WATCH_LABELS,
+                WATCH_BYTES: WATCH_LABELS,
+                LONGRUNNING: ("verb", "resource"),
+            },
+        )
+
+    def watches_open(self) -> Counts:
+        """Long-running WATCH requests open at that moment, by resource."""
+        open_now = self.counters()[LONGRUNNING]
+        return {(r,): n for (v, r), n in open_now.items() if v == "WATCH"}
 
 
 def api_sample(core: Any, counter: CallCounter) -> ApiSample:
@@ -197,19 +211,11 @@ def api_sample(core: Any, counter: CallCounter) -> ApiSample:
     method, url, headers, _body, _post = client.param_serialize(
         "GET", "/metrics", auth_settings=["BearerToken"]
     )
+    start = time.monotonic()
     response = client.call_api(method, url, header_params=headers, _request_timeout=60)
-    at = time.monotonic()
-    bench = counter.snapshot()
     text = response.read().decode()
-    watches = sums(text, LONGRUNNING, ("verb", "resource"))
-    return ApiSample(
-        at=at,
-        requests=sums(text, REQUESTS, REQUEST_LABELS),
-        watch_events=sums(text, WATCH_EVENTS, WATCH_LABELS),
-        watch_bytes=sums(text, WATCH_BYTES, WATCH_LABELS),
-        watches_open={(r,): n for (v, r), n in watches.items() if v == "WATCH"},
-        bench=bench,
-    )
+    at = (start + time.monotonic()) / 2
+    return ApiSample(at=at, text=text, bench=counter.snapshot())
 
 
 @dataclass
@@ -223,11 +229,12 @@ class Window:
 
     @classmethod
     def between(cls, a: ApiSample, b: ApiSample) -> Window:
+        before, after = a.counters(), b.counters()
         return cls(
             seconds=b.at - a.at,
-            requests=minus(delta(b.requests, a.requests), delta(b.bench, a.bench)),
-            watch_events=delta(b.watch_events, a.watch_events),
-            watch_bytes=delta(b.watch_bytes, a.watch_bytes),
+            requests=minus(delta(after[REQUESTS], before[REQUESTS]), delta(b.bench, a.bench)),
+            watch_events=delta(after[WATCH_EVENTS], before[WATCH_EVENTS]),
+            watch_bytes=delta(after[WATCH_BYTES], before[WATCH_BYTES]),
         )
 
     def beyond(self, control: Window) -> Window:
@@ -331,7 +338,7 @@ def run_size(
     time.sleep(5)
     control = settle_api(core, counter, idle)
     result.control_per_min = 60 * total(control.requests) / control.seconds
-    control_watches = api_sample(core, counter).watches_open
+    control_watches = api_sample(core, counter).watches_open()
     print(
         f"[{size}] control without the operator: {result.control_per_min:.0f} requests/min",
         flush=True,
@@ -386,7 +393,7 @@ def run_size(
         result.idle_api = scaled(mine.requests, per_min)
         result.idle_watch = scaled(mine.watch_events, per_min)
         result.idle_watch_kib = total(mine.watch_bytes) * per_min / 1024
-        result.watches_open = minus(a1.watches_open, control_watches)
+        result.watches_open = minus(a1.watches_open(), control_watches)
         # Failures, one after another, spread over the jobs.
         busy_start = time.monotonic()
         b0 = api_sample(core, counter)

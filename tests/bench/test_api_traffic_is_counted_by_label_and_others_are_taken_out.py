@@ -16,6 +16,7 @@ from bench.apiload import (
     describe,
     mean_counts,
     minus,
+    read,
     request_key,
     sums,
     top,
@@ -96,6 +97,13 @@ def test_watch_events_and_bytes_are_read_by_resource_or_by_kind_on_older_servers
         'apiserver_watch_events_total{group="",kind="Node",version="v1"} 9\n'
     )
     assert sums(older, WATCH_EVENTS, WATCH_LABELS) == {("Node",): 9}
+
+
+def test_several_names_read_at_once_are_what_each_read_alone_gives() -> None:
+    wanted = {REQUESTS: REQUEST_LABELS, WATCH_EVENTS: WATCH_LABELS, "apiserver_absent": ("x",)}
+    counts = read(EXPOSITION, wanted)
+    assert counts == {name: sums(EXPOSITION, name, by) for name, by in wanted.items()}
+    assert counts["apiserver_absent"] == {}
 
 
 def test_a_missing_metric_is_no_counts() -> None:
