@@ -766,7 +766,9 @@ def slopes(results: list[SizeResult]) -> str:
             f"nodes): RSS {rss:+.1f} MiB and mean pass time {pass_ms:+.1f} ms per 1,000 "
             f"nodes. Pass time per 1,000 nodes: {per_small:.1f} ms at {small.nodes:,} nodes, "
             f"{per_large:.1f} ms at {large.nodes:,}: from the smallest size to the largest the "
-            f"pass cost grew {verdict}."
+            f"pass cost grew {verdict} (a part of each pass that does not depend on the nodes "
+            "makes the per-node figure fall under any linear growth; the slope is the cost of "
+            "a node)."
         )
     return "\n\n".join(lines)
 
