@@ -1,6 +1,7 @@
 """The operator at scale: 500, 1,000 and 2,000 simulated GPU nodes, 12 concurrent TrainingJobs.
 
-    python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--no-profile]
+    python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--idle 60]
+                          [--no-profile]
                           [--baseline REF [--rounds N]] [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--no-write]
 
@@ -16,7 +17,15 @@ only added), and stops it at the end. For each size a fresh operator process
 - reconcile throughput: passes/s from ``phased_reconcile_duration_seconds_count`` while idle
   and during the failures, and the mean pass duration;
 - resident memory (VmRSS) and CPU (utime+stime from /proc/<pid>/stat) of the operator;
-- the time from start to ready (the node view synced).
+- the time from start to ready (the node view synced);
+- the operator's API requests per idle minute and per failure, by verb and resource, and
+  its watch traffic (events and bytes per idle minute by resource, watches open), from the
+  API server's own counters: a control window of ``--idle`` seconds without the operator
+  and the bench's own calls (counted in the bench) are taken out (``bench/apiload.py``);
+- under the table, the least-squares slopes of RSS and mean pass time per 1,000 nodes.
+
+A size too small for the jobs (each holds 10 nodes, each failure quarantines one) runs on
+``jobs * 10 + failures`` nodes instead, and says so.
 
 With ``--baseline REF`` each size is run twice on the same cluster, one operator after the
 other: first the operator of commit REF (checked out into a temporary ``git worktree``,
@@ -55,6 +64,25 @@ import yaml
 from e2e import lib
 from e2e.harness import CRD, Operator, metric_values
 
+from apiload import (
+    LONGRUNNING,
+    REQUEST_LABELS,
+    REQUESTS,
+    WATCH_BYTES,
+    WATCH_EVENTS,
+    WATCH_LABELS,
+    Counts,
+    delta,
+    describe,
+    mean_counts,
+    minus,
+    read,
+    request_key,
+    scaled,
+    slope,
+    top,
+    total,
+)
 from cluster.nodes import ensure_nodes
 from common import BenchCluster, is_max_rank, median, percentile, table, write_section
 
@@ -131,10 +159,107 @@ def proc_sample(pid: int) -> tuple[float, float]:
     return rss, cpu
 
 
+class CallCounter:
+    """Counts every call the bench makes through one ``ApiClient``, keyed as the API server
+    keys it (``apiload.request_key``), so that the bench's share of a window can be taken
+    out of the API server's counters."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.calls: Counts = {}
+        inner = api_client.call_api
+
+        def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            key = request_key(method, url)
+            self.calls[key] = self.calls.get(key, 0.0) + 1
+            return inner(method, url, *args, **kwargs)
+
+        api_client.call_api = counted
+
+    def snapshot(self) -> Counts:
+        return dict(self.calls)
+
+
+@dataclass
+class ApiSample:
+    """The API server's /metrics at one moment, and the bench's own calls until then."""
+
+    at: float
+    text: str
+    bench: Counts
+
+    def counters(self) -> dict[str, Counts]:
+        """Parsed when asked, after the window: parsing megabytes takes a while."""
+        return read(
+            self.text,
+            {
+                REQUESTS: REQUEST_LABELS,
+                WATCH_EVENTS: WATCH_LABELS,
+                WATCH_BYTES: WATCH_LABELS,
+                LONGRUNNING: ("verb", "resource"),
+            },
+        )
+
+    def watches_open(self) -> Counts:
+        """Long-running WATCH requests open at that moment, by resource."""
+        open_now = self.counters()[LONGRUNNING]
+        return {(r,): n for (v, r), n in open_now.items() if v == "WATCH"}
+
+
+def api_sample(core: Any, counter: CallCounter) -> ApiSample:
+    """Scrape the API server's /metrics (the bench's kubeconfig is the cluster admin's)."""
+    client = core.api_client
+    method, url, headers, _body, _post = client.param_serialize(
+        "GET", "/metrics", auth_settings=["BearerToken"]
+    )
+    start = time.monotonic()
+    response = client.call_api(method, url, header_params=headers, _request_timeout=60)
+    text = response.read().decode()
+    at = (start + time.monotonic()) / 2
+    return ApiSample(at=at, text=text, bench=counter.snapshot())
+
+
+@dataclass
+class Window:
+    """What the API server served between two samples, the bench's own calls taken out."""
+
+    seconds: float
+    requests: Counts
+    watch_events: Counts
+    watch_bytes: Counts
+
+    @classmethod
+    def between(cls, a: ApiSample, b: ApiSample) -> Window:
+        before, after = a.counters(), b.counters()
+        return cls(
+            seconds=b.at - a.at,
+            requests=minus(delta(after[REQUESTS], before[REQUESTS]), delta(b.bench, a.bench)),
+            watch_events=delta(after[WATCH_EVENTS], before[WATCH_EVENTS]),
+            watch_bytes=delta(after[WATCH_BYTES], before[WATCH_BYTES]),
+        )
+
+    def beyond(self, control: Window) -> Window:
+        """This window less the control's rate over this window's length: the operator's."""
+        f = self.seconds / control.seconds
+        return Window(
+            seconds=self.seconds,
+            requests=minus(self.requests, control.requests, f),
+            watch_events=minus(self.watch_events, control.watch_events, f),
+            watch_bytes=minus(self.watch_bytes, control.watch_bytes, f),
+        )
+
+
+def settle_api(core: Any, counter: CallCounter, seconds: float) -> Window:
+    """A window of ``seconds`` with nothing done by the bench."""
+    a = api_sample(core, counter)
+    time.sleep(seconds)
+    return Window.between(a, api_sample(core, counter))
+
+
 @dataclass
 class SizeResult:
-    nodes: int
+    nodes: int  # the nodes the cluster had (``asked`` plus any headroom)
     operator: str = "this checkout"
+    asked: int = 0
     ready_s: float = 0.0
     reactions: list[float] = field(default_factory=list)
     idle_passes_s: float = 0.0
@@ -146,6 +271,20 @@ class SizeResult:
     busy_cpu_pct: float = 0.0
     missed: int = 0
     load: float = 0.0  # 1-minute load average at the end of the failures
+    # The API server's view (apiload): per idle minute, the operator's share (the window
+    # with the operator less a control window without it, the bench's calls taken out).
+    idle_s: float = 0.0
+    control_per_min: float = 0.0  # every other client's requests, per minute
+    idle_all_per_min: float = 0.0  # every client but the bench, with the operator
+    idle_api: Counts = field(default_factory=dict)  # the operator's, per minute
+    idle_watch: Counts = field(default_factory=dict)  # watch events, by resource, per minute
+    idle_watch_kib: float = 0.0  # watch event bytes per minute, in KiB
+    watches_open: Counts = field(default_factory=dict)  # the operator's open watches
+    fail_api: Counts = field(default_factory=dict)  # per failure
+
+    @property
+    def failures(self) -> int:
+        return len(self.reactions) + self.missed
 
 
 def reconcile_count(op: Operator) -> tuple[float, float]:
@@ -155,20 +294,31 @@ def reconcile_count(op: Operator) -> tuple[float, float]:
     )
 
 
+def nodes_for(size: int, jobs: int, failures: int) -> int:
+    """The nodes a size runs on: ``size``, or more where the jobs would otherwise hold every
+    node. Each job holds WORKERS + SPARES nodes, and each failure quarantines its node for the
+    rest of the job, so a spare is refilled only from a free node: ``jobs * 10 + failures``
+    nodes let every failure be refilled, as at the larger sizes."""
+    return max(size, jobs * (WORKERS + SPARES) + failures)
+
+
 def run_size(
     cluster: BenchCluster,
     core: Any,
+    counter: CallCounter,
     kubectl: lib.Kubectl,
     size: int,
     jobs: int,
     failures: int,
     profile: Path | None,
     variant: tuple[str, dict[str, str]] = ("this checkout", {}),
+    idle: float = 60.0,
 ) -> SizeResult:
     label, env = variant
-    result = SizeResult(nodes=size, operator=label)
-    created, _ = ensure_nodes(core, {"h100": size})
-    print(f"[{size}] nodes: {len(created)} created", flush=True)
+    nodes = nodes_for(size, jobs, failures)
+    result = SizeResult(nodes=nodes, operator=label, asked=size)
+    created, _ = ensure_nodes(core, {"h100": nodes})
+    print(f"[{size}] nodes: {len(created)} created, {nodes} in all", flush=True)
     lib.wait_until(
         lambda: (
             sum(
@@ -176,11 +326,22 @@ def run_size(
                 for n in core.list_node(label_selector="type=kwok").items
                 if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
             )
-            >= size
+            >= nodes
         ),
-        max(300.0, 90 + 0.1 * size),  # as e2e/cluster/up.sh waits for its own nodes
+        max(300.0, 90 + 0.1 * nodes),  # as e2e/cluster/up.sh waits for its own nodes
         interval=2,
-        message=f"{size} nodes Ready",
+        message=f"{nodes} nodes Ready",
+    )
+    # The control: the same cluster and nodes, no operator, nothing done by the bench. What
+    # the API server serves now (node heartbeats and leases, the controllers) it serves
+    # with the operator too; taken out of the windows below at this rate.
+    time.sleep(5)
+    control = settle_api(core, counter, idle)
+    result.control_per_min = 60 * total(control.requests) / control.seconds
+    control_watches = api_sample(core, counter).watches_open()
+    print(
+        f"[{size}] control without the operator: {result.control_per_min:.0f} requests/min",
+        flush=True,
     )
     tag = "".join(c if c.isalnum() else "-" for c in label)
     log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}-{tag}.log"
@@ -214,17 +375,28 @@ def run_size(
         lib.wait_until(lambda: running_jobs() == jobs, 300, interval=2, message="jobs Running")
         time.sleep(5)
         # Idle: only resyncs and node heartbeats.
+        a0 = api_sample(core, counter)
         c0, s0 = reconcile_count(op)
         _, cpu0 = proc_sample(pid)
-        idle = 30.0
         time.sleep(idle)
         c1, _ = reconcile_count(op)
         rss, cpu1 = proc_sample(pid)
+        a1 = api_sample(core, counter)
         result.idle_passes_s = (c1 - c0) / idle
         result.idle_cpu_pct = 100 * (cpu1 - cpu0) / idle
         result.rss_mib = rss
+        window = Window.between(a0, a1)
+        mine = window.beyond(control)
+        per_min = 60 / window.seconds
+        result.idle_s = window.seconds
+        result.idle_all_per_min = total(window.requests) * per_min
+        result.idle_api = scaled(mine.requests, per_min)
+        result.idle_watch = scaled(mine.watch_events, per_min)
+        result.idle_watch_kib = total(mine.watch_bytes) * per_min / 1024
+        result.watches_open = minus(a1.watches_open(), control_watches)
         # Failures, one after another, spread over the jobs.
         busy_start = time.monotonic()
+        b0 = api_sample(core, counter)
         peak = rss
         hits: dict[str, int] = {}
         for _ in range(failures):
@@ -271,6 +443,8 @@ def run_size(
         busy = time.monotonic() - busy_start
         c2, s2 = reconcile_count(op)
         rss2, cpu2 = proc_sample(pid)
+        failing = Window.between(b0, api_sample(core, counter)).beyond(control)
+        result.fail_api = scaled(failing.requests, 1 / max(1, result.failures))
         result.busy_passes_s = (c2 - c1) / busy
         result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
         result.mean_pass_ms = 1000 * (s2 - s0) / max(1.0, c2 - c0)
@@ -279,7 +453,8 @@ def run_size(
         print(
             f"[{size}] {label}: ready {result.ready_s:.1f}s reaction median "
             f"{median(result.reactions):.2f}s p99 {percentile(result.reactions, 99):.2f}s "
-            f"rss {result.rss_mib:.0f}->{result.rss_peak_mib:.0f} MiB",
+            f"rss {result.rss_mib:.0f}->{result.rss_peak_mib:.0f} MiB; API requests "
+            f"{total(result.idle_api):.0f}/idle min, {total(result.fail_api):.0f}/failure",
             flush=True,
         )
         for j in range(jobs):
@@ -297,6 +472,13 @@ def run_size(
     finally:
         op.stop()
         lib.delete_namespace(core, ns)
+    # The next run's control window must not see this namespace's pods being removed.
+    lib.wait_until(
+        lambda: not any(n.metadata.name == ns for n in core.list_namespace().items),
+        300,
+        interval=2,
+        message=f"namespace {ns} gone",
+    )
     # Quarantined nodes keep their marks after the job: give them back for the next size.
     for n in core.list_node(label_selector="phased.dev/role").items:
         core.patch_node(
@@ -455,6 +637,15 @@ def pooled(runs: list[SizeResult]) -> SizeResult:
         busy_cpu_pct=mean([r.busy_cpu_pct for r in runs]),
         missed=sum(r.missed for r in runs),
         load=mean([r.load for r in runs]),
+        asked=runs[0].asked,
+        idle_s=mean([r.idle_s for r in runs]),
+        control_per_min=mean([r.control_per_min for r in runs]),
+        idle_all_per_min=mean([r.idle_all_per_min for r in runs]),
+        idle_api=mean_counts([r.idle_api for r in runs]),
+        idle_watch=mean_counts([r.idle_watch for r in runs]),
+        idle_watch_kib=mean([r.idle_watch_kib for r in runs]),
+        watches_open=mean_counts([r.watches_open for r in runs]),
+        fail_api=mean_counts([r.fail_api for r in runs]),
     )
 
 
@@ -484,6 +675,8 @@ def compare(results: list[SizeResult], before_label: str) -> str:
                 pair(before.busy_cpu_pct, after.busy_cpu_pct, " %"),
                 pair(before.mean_pass_ms, after.mean_pass_ms),
                 pair(before.rss_peak_mib, after.rss_peak_mib),
+                pair(total(before.idle_api), total(after.idle_api)),
+                pair(total(before.fail_api), total(after.fail_api)),
                 f"{before.ready_s:.1f} -> {after.ready_s:.1f}",
                 f"{before.load:.1f} / {after.load:.1f}",
             ]
@@ -497,10 +690,87 @@ def compare(results: list[SizeResult], before_label: str) -> str:
         "CPU failing",
         "mean pass ms",
         "RSS peak MiB",
+        "API req/idle min",
+        "API req/failure",
         "start->ready s",
         "load avg",
     ]
     return "Before -> after (rounds pooled):\n\n" + table(headers, rows)
+
+
+def _pairs(counts: Counts, n: int = 3) -> str:
+    return ", ".join(f"{describe(k)} {v:.1f}" for k, v in top(counts, n)) or "-"
+
+
+def api_table(results: list[SizeResult], baseline: bool) -> str:
+    """The operator's API requests and watch traffic, by the API server's counters."""
+    rows = []
+    for r in results:
+        watch = {k[0]: v for k, v in r.idle_watch.items()}
+        opened = {k[0]: v for k, v in r.watches_open.items()}
+        rows.append(
+            [
+                r.nodes,
+                *([r.operator] if baseline else []),
+                f"{r.idle_s:.0f}",
+                f"{r.idle_all_per_min:.0f} - {r.control_per_min:.0f} = {total(r.idle_api):.0f}",
+                _pairs(r.idle_api),
+                " / ".join(
+                    f"{watch.get(res, 0.0):.0f}" for res in ("nodes", "pods", "trainingjobs")
+                ),
+                f"{r.idle_watch_kib:.0f}",
+                " / ".join(
+                    f"{opened.get(res, 0.0):.0f}" for res in ("nodes", "pods", "trainingjobs")
+                ),
+                f"{total(r.fail_api):.0f}",
+                _pairs(r.fail_api, 4),
+            ]
+        )
+    headers = [
+        "nodes",
+        *(["operator"] if baseline else []),
+        "idle window s",
+        "API req/idle min: all - control = operator",
+        "operator's most, req/idle min",
+        "watch events/idle min: nodes / pods / trainingjobs",
+        "watch KiB/idle min",
+        "watches open: nodes / pods / trainingjobs",
+        "API req/failure",
+        "most, req/failure",
+    ]
+    return table(headers, rows)
+
+
+def slopes(results: list[SizeResult]) -> str:
+    """RSS and mean pass time against the node count, per operator, by least squares."""
+    lines = []
+    for label in dict.fromkeys(r.operator for r in results):
+        runs = [r for r in results if r.operator == label]
+        sizes = sorted({r.nodes for r in runs})
+        if len(sizes) < 2:
+            continue
+        points = [pooled([r for r in runs if r.nodes == n]) for n in sizes]
+        xs = [float(p.nodes) for p in points]
+        rss = 1000 * slope(xs, [p.rss_mib for p in points])
+        pass_ms = 1000 * slope(xs, [p.mean_pass_ms for p in points])
+        small, large = points[0], points[-1]
+        per_small = 1000 * small.mean_pass_ms / small.nodes
+        per_large = 1000 * large.mean_pass_ms / large.nodes
+        verdict = (
+            "no faster than linearly"
+            if per_large <= per_small
+            else "faster than linearly (the per-node cost rose)"
+        )
+        lines.append(
+            f"{label}: least squares over {len(points)} sizes ({', '.join(map(str, sizes))} "
+            f"nodes): RSS {rss:+.1f} MiB and mean pass time {pass_ms:+.1f} ms per 1,000 "
+            f"nodes. Pass time per 1,000 nodes: {per_small:.1f} ms at {small.nodes:,} nodes, "
+            f"{per_large:.1f} ms at {large.nodes:,}: from the smallest size to the largest the "
+            f"pass cost grew {verdict} (a part of each pass that does not depend on the nodes "
+            "makes the per-node figure fall under any linear growth; the slope is the cost of "
+            "a node)."
+        )
+    return "\n\n".join(lines)
 
 
 def report(
@@ -517,7 +787,7 @@ def report(
     keeps what it measured)."""
     rows = [
         [
-            r.nodes,
+            f"{r.nodes:,}" + (f" ({r.asked:,} asked)" if r.asked and r.asked != r.nodes else ""),
             *([r.operator] if baseline else []),
             args.jobs,
             f"{r.ready_s:.1f}",
@@ -554,6 +824,27 @@ def report(
         "load avg",
     ]
     text = table(headers, rows)
+    grown = [r for r in results if r.asked and r.nodes != r.asked]
+    if grown:
+        text += "\n\n" + " ".join(
+            dict.fromkeys(
+                f"At {r.asked:,} nodes asked the cluster had {r.nodes:,}: {args.jobs} jobs "
+                f"hold {args.jobs * (WORKERS + SPARES):,} nodes and each of the "
+                f"{args.failures} failures quarantines one, so {r.nodes - r.asked:,} more "
+                "let every failed node's spare be refilled, as at the larger sizes (the "
+                "slopes use the nodes the cluster had)."
+                for r in grown
+            )
+        )
+    sloped = slopes(results)
+    if sloped:
+        text += "\n\n" + sloped
+    text += (
+        "\n\nAPI traffic, as the API server counts it (`apiserver_request_total`, "
+        "`apiserver_watch_events_total`, `apiserver_watch_events_sizes`, "
+        "`apiserver_longrunning_requests`; scraped at the edges of each window):\n\n"
+        + api_table(results, baseline is not None)
+    )
     if baseline is not None:
         text += "\n\n" + compare(results, baseline.label)
     prof = ""
@@ -588,6 +879,24 @@ each poll is a list call, so a few tens of ms of the figure are the bench's; wit
 than 100 failures a size, p99 is the slowest one. CPU % is of one
 core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
 failures, on {os.cpu_count()} CPUs (the machine is shared).
+
+The API server's counters have no client label, so the operator's share is what is left
+when the others are taken out. Before each operator starts, a control window of the same
+length as the idle one ({args.idle:.0f} s) runs on the same cluster and nodes with no
+operator: node heartbeats and leases, the controllers, the scheduler. Its rate is taken
+out of the idle and the failure windows, key by key (verb, resource, subresource;
+watch events by resource). The bench's own calls (its polls, patches, scrapes) are counted
+in the bench, keyed as the API server keys them, and taken out too. "API req/idle min"
+is then the operator's requests (all - control = operator; the bench made none while
+idle). "API req/failure" is the failure window's requests, less the control and the
+bench, per failure: the operator's, and also what the failures set off in the cluster
+without the operator (the NotReady node's status, its taint by the node lifecycle
+controller) and what the operator's actions set off (the scheduler's binding of the new
+pods, their status from kwok, Events); the "most" column names them. Watch events are
+counted per watcher (an update to a node is one event to each client watching nodes):
+the operator's are the events with it less those of the control, its watches open the
+long-running WATCH requests with it less those without. A figure below 0 is noise of the
+subtraction (the control's heartbeats are not exactly those of the window), not hidden.
 """
     body = text + "\n" + note
     if prof:
@@ -611,6 +920,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=12)
     p.add_argument("--failures", type=int, default=30)
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=60.0,
+        help="seconds of the idle window and of the control window without the operator",
+    )
     p.add_argument(
         "--baseline",
         metavar="REF",
@@ -645,6 +960,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.up(h100=min(sizes))
         core = lib.core_v1(cluster.kubeconfig)
+        counter = CallCounter(core.api_client)
         kubectl = lib.Kubectl(cluster.kubeconfig)
         kubectl("apply", "-f", str(CRD))
 
@@ -673,12 +989,14 @@ def main(argv: list[str] | None = None) -> int:
                         run_size(
                             cluster,
                             core,
+                            counter,
                             kubectl,
                             size,
                             args.jobs,
                             args.failures,
                             prof_path if profiled else None,
                             variant,
+                            idle=args.idle,
                         )
                     )
                 except Exception as exc:  # keep what the smaller sizes measured

@@ -126,13 +126,17 @@ def node_name(kind: str, index: int) -> str:
     return f"{KINDS[kind].prefix}-{index:03d}"
 
 
+MAX_NODES_PER_KIND = 8192  # the scale bench goes to 5,000
+
+
 def addresses(kind: str, index: int) -> tuple[str, str]:
-    """(InternalIP, pod CIDR) of a node: unique per node, up to 2048 nodes of a kind."""
-    if not 0 <= index < 2048:
-        raise ValueError(f"node index {index} out of range (0..2047)")
+    """(InternalIP, pod CIDR) of a node: unique per node, up to MAX_NODES_PER_KIND nodes of a
+    kind (pod CIDRs: 32 second octets a kind from 10.100, 256 /24s in each)."""
+    if not 0 <= index < MAX_NODES_PER_KIND:
+        raise ValueError(f"node index {index} out of range (0..{MAX_NODES_PER_KIND - 1})")
     k = list(KINDS).index(kind)
     ip = f"172.{16 + k}.{index // 254}.{index % 254 + 1}"
-    cidr = f"10.{100 + k * 8 + index // 256}.{index % 256}.0/24"
+    cidr = f"10.{100 + k * (MAX_NODES_PER_KIND // 256) + index // 256}.{index % 256}.0/24"
     return ip, cidr
 
 
