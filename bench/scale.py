@@ -80,6 +80,7 @@ from apiload import (
     request_key,
     scaled,
     slope,
+    split_heartbeats,
     top,
     total,
 )
@@ -277,6 +278,7 @@ class SizeResult:
     control_per_min: float = 0.0  # every other client's requests, per minute
     idle_all_per_min: float = 0.0  # every client but the bench, with the operator
     idle_api: Counts = field(default_factory=dict)  # the operator's, per minute
+    idle_noise: float = 0.0  # heartbeat requests left after the control, per minute
     idle_watch: Counts = field(default_factory=dict)  # watch events, by resource, per minute
     idle_watch_kib: float = 0.0  # watch event bytes per minute, in KiB
     watches_open: Counts = field(default_factory=dict)  # the operator's open watches
@@ -390,7 +392,7 @@ def run_size(
         per_min = 60 / window.seconds
         result.idle_s = window.seconds
         result.idle_all_per_min = total(window.requests) * per_min
-        result.idle_api = scaled(mine.requests, per_min)
+        result.idle_api, result.idle_noise = split_heartbeats(scaled(mine.requests, per_min))
         result.idle_watch = scaled(mine.watch_events, per_min)
         result.idle_watch_kib = total(mine.watch_bytes) * per_min / 1024
         result.watches_open = minus(a1.watches_open(), control_watches)
@@ -444,7 +446,9 @@ def run_size(
         c2, s2 = reconcile_count(op)
         rss2, cpu2 = proc_sample(pid)
         failing = Window.between(b0, api_sample(core, counter)).beyond(control)
-        result.fail_api = scaled(failing.requests, 1 / max(1, result.failures))
+        result.fail_api, _ = split_heartbeats(
+            scaled(failing.requests, 1 / max(1, result.failures))
+        )
         result.busy_passes_s = (c2 - c1) / busy
         result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
         result.mean_pass_ms = 1000 * (s2 - s0) / max(1.0, c2 - c0)
@@ -642,6 +646,7 @@ def pooled(runs: list[SizeResult]) -> SizeResult:
         control_per_min=mean([r.control_per_min for r in runs]),
         idle_all_per_min=mean([r.idle_all_per_min for r in runs]),
         idle_api=mean_counts([r.idle_api for r in runs]),
+        idle_noise=mean([r.idle_noise for r in runs]),
         idle_watch=mean_counts([r.idle_watch for r in runs]),
         idle_watch_kib=mean([r.idle_watch_kib for r in runs]),
         watches_open=mean_counts([r.watches_open for r in runs]),
@@ -713,7 +718,8 @@ def api_table(results: list[SizeResult], baseline: bool) -> str:
                 r.nodes,
                 *([r.operator] if baseline else []),
                 f"{r.idle_s:.0f}",
-                f"{r.idle_all_per_min:.0f} - {r.control_per_min:.0f} = {total(r.idle_api):.0f}",
+                f"{r.idle_all_per_min:.0f} - {r.control_per_min:.0f} - ({r.idle_noise:.0f}) "
+                f"= {total(r.idle_api):.0f}",
                 _pairs(r.idle_api),
                 " / ".join(
                     f"{watch.get(res, 0.0):.0f}" for res in ("nodes", "pods", "trainingjobs")
@@ -730,7 +736,7 @@ def api_table(results: list[SizeResult], baseline: bool) -> str:
         "nodes",
         *(["operator"] if baseline else []),
         "idle window s",
-        "API req/idle min: all - control = operator",
+        "API req/idle min: all - control - (heartbeat rest) = operator",
         "operator's most, req/idle min",
         "watch events/idle min: nodes / pods / trainingjobs",
         "watch KiB/idle min",
@@ -884,19 +890,23 @@ The API server's counters have no client label, so the operator's share is what 
 when the others are taken out. Before each operator starts, a control window of the same
 length as the idle one ({args.idle:.0f} s) runs on the same cluster and nodes with no
 operator: node heartbeats and leases, the controllers, the scheduler. Its rate is taken
-out of the idle and the failure windows, key by key (verb, resource, subresource;
-watch events by resource). The bench's own calls (its polls, patches, scrapes) are counted
-in the bench, keyed as the API server keys them, and taken out too. "API req/idle min"
-is then the operator's requests (all - control = operator; the bench made none while
-idle). "API req/failure" is the failure window's requests, less the control and the
-bench, per failure: the operator's, and also what the failures set off in the cluster
-without the operator (the NotReady node's status, its taint by the node lifecycle
-controller) and what the operator's actions set off (the scheduler's binding of the new
-pods, their status from kwok, Events); the "most" column names them. Watch events are
-counted per watcher (an update to a node is one event to each client watching nodes):
-the operator's are the events with it less those of the control, its watches open the
-long-running WATCH requests with it less those without. A figure below 0 is noise of the
-subtraction (the control's heartbeats are not exactly those of the window), not hidden.
+out of the idle and the failure windows, key by key (verb, resource, subresource; watch
+events by resource). The bench's own calls (its polls, patches, scrapes) are counted in
+the bench, keyed as the API server keys them, and taken out too. "API req/idle min" is
+then the operator's requests (all - control = operator; the bench made none while idle),
+less what is left of the simulated kubelets' heartbeats (node status and Lease requests,
+which this operator never makes without leader election): that rest, in brackets, is the
+noise of the subtraction (heartbeats are periodic and a window is not a whole number of
+periods; it can be below 0). "API req/failure" is the failure window's requests, less the
+control, the bench and the heartbeat keys, per failure: the operator's, and also what the
+failures set off in the cluster without the operator (the NotReady node's taint by the
+node lifecycle controller) and what the operator's actions set off (the scheduler's
+binding of the new pods, their status from kwok, Events); the "most" column names them.
+Watch events are counted per watcher (an update to a node is one event to each client
+watching nodes): the operator's are the events with it less those of the control, its
+watches open the long-running WATCH requests with it less those without. A figure below 0
+is noise of the subtraction (the control's heartbeats are not exactly those of the
+window), not hidden.
 """
     body = text + "\n" + note
     if prof:

@@ -187,3 +187,22 @@ def test_the_benchs_own_calls_are_keyed_as_the_api_server_keys_them(
 def test_calls_are_counted_by_key() -> None:
     keys = [("LIST", "pods", ""), ("GET", "nodes", "status"), ("LIST", "pods", "")]
     assert count_keys(keys) == {("LIST", "pods", ""): 2, ("GET", "nodes", "status"): 1}
+
+
+def test_heartbeat_keys_are_set_apart_as_noise_and_the_operator_keeps_the_rest() -> None:
+    from bench.apiload import split_heartbeats
+
+    window = {
+        ("PATCH", "nodes", "status"): 7.0,
+        ("PUT", "leases", ""): -3.0,
+        ("PATCH", "nodes", ""): 2.0,
+        ("GET", "nodes", ""): 1.0,
+        ("LIST", "pods", ""): 40.0,
+    }
+    rest, noise = split_heartbeats(window)
+    assert rest == {
+        ("PATCH", "nodes", ""): 2.0,
+        ("GET", "nodes", ""): 1.0,
+        ("LIST", "pods", ""): 40.0,
+    }
+    assert noise == 4.0
