@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"
@@ -159,6 +160,22 @@ def write_section(
         text = text.rstrip() + "\n\n" + block + "\n"
     RESULTS.write_text(text.rstrip() + "\n")
     print(f"\n(written to {RESULTS.relative_to(REPO)}, section '{title}')")
+
+
+# --- the CRD ---------------------------------------------------------------------------------
+
+
+def crd_established(kubectl: Any, name: str = "trainingjobs.phased.dev") -> bool:
+    """The CRD's Established condition is True. Polled, since ``kubectl wait`` fails
+    outright while a CRD just created has no conditions yet."""
+    out = kubectl.run(
+        "get",
+        f"crd/{name}",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+        check=False,
+    )
+    return str(out.stdout).strip() == "True"
 
 
 # --- a bench-only cluster instance -----------------------------------------------------------

@@ -37,7 +37,7 @@ from e2e import lib
 from e2e.harness import CRD, Operator
 from e2e.operator_fixtures import release_quarantined
 
-from common import BenchCluster, median, percentile, table, write_section
+from common import BenchCluster, crd_established, median, percentile, table, write_section
 
 NODES = 24
 WORKERS = 8
@@ -113,7 +113,7 @@ class Replicas:
 
 def run(core: Any, kubectl: lib.Kubectl, kubeconfig: str, trials: int) -> dict[str, list[float]]:
     kubectl("apply", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/trainingjobs.phased.dev", "--timeout=60s")
+    lib.wait_until(lambda: crd_established(kubectl), 60, message="the CRD Established")
     ns = lib.create_namespace(core, "bench-failover")
     replicas = Replicas(kubeconfig, ns)
     replicas.start()

@@ -75,6 +75,7 @@ from common import (
     BENCH_PORT_BASE,
     BenchCluster,
     command_line,
+    crd_established,
     is_max_rank,
     load_average,
     nearest_rank,
@@ -910,18 +911,7 @@ class PhasedSide:
     def run(self, kinds: Sequence[str], trials: int) -> list[Trial]:
         self.kubectl("apply", "-f", str(CRD))
 
-        def established() -> bool:
-            # kubectl wait fails outright while the new CRD has no conditions yet.
-            out = self.kubectl.run(
-                "get",
-                "crd/trainingjobs.phased.dev",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                check=False,
-            )
-            return out.stdout.strip() == "True"
-
-        lib.wait_until(established, 60, message="the TrainingJob CRD Established")
+        lib.wait_until(lambda: crd_established(self.kubectl), 60, message="the CRD Established")
         logfile = Path(tempfile.gettempdir()) / "phased-bench-recovery-operator.log"
         operator = Operator(self.kubeconfig, logfile).start()
         results: list[Trial] = []

@@ -446,9 +446,7 @@ def run_size(
         c2, s2 = reconcile_count(op)
         rss2, cpu2 = proc_sample(pid)
         failing = Window.between(b0, api_sample(core, counter)).beyond(control)
-        result.fail_api, _ = split_heartbeats(
-            scaled(failing.requests, 1 / max(1, result.failures))
-        )
+        result.fail_api, _ = split_heartbeats(scaled(failing.requests, 1 / max(1, result.failures)))
         result.busy_passes_s = (c2 - c1) / busy
         result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
         result.mean_pass_ms = 1000 * (s2 - s0) / max(1.0, c2 - c0)

@@ -42,6 +42,7 @@ from e2e.operator_fixtures import release_quarantined
 
 from common import (
     BenchCluster,
+    crd_established,
     is_max_rank,
     load_average,
     median,
@@ -125,12 +126,7 @@ def run(cluster: BenchCluster, args: argparse.Namespace) -> Soak:
     core = lib.core_v1(kubeconfig)
     kubectl = lib.Kubectl(kubeconfig)
     kubectl("apply", "-f", str(CRD))
-    lib.wait_until(
-        lambda: "Established" in kubectl("get", "crd", "trainingjobs.phased.dev", "-o", "yaml"),
-        60,
-        interval=1,
-        message="the CRD Established",
-    )
+    lib.wait_until(lambda: crd_established(kubectl), 60, message="the CRD Established")
     log = Path(tempfile.gettempdir()) / "phased-bench-soak.log"
     op = Operator(kubeconfig, log)
     op.start(wait_ready=False)
