@@ -147,6 +147,11 @@ class JobEntry:
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
     lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
 
+    def look_planned(self, now: float) -> bool:
+        """A look is still to come (a fired TimerHandle is not "cancelled": check its due
+        time too)."""
+        return self.timer is not None and not self.timer.cancelled() and self.timer_due > now
+
 
 @dataclass
 class _Queue:
@@ -288,7 +293,7 @@ class Reconciler:
             return
         now = time.monotonic()
         due = now + delay
-        pending = entry.timer is not None and not entry.timer.cancelled() and entry.timer_due > now
+        pending = entry.look_planned(now)
         if pending and entry.timer_due <= due:
             return  # an earlier look is already planned
         if entry.timer is not None:
@@ -787,12 +792,7 @@ class Reconciler:
             return
         self.metrics.nodes_left_alone(self.left_alone())
         now = time.monotonic()
-        # A fired TimerHandle is not "cancelled": pending is not cancelled and not yet due.
-        timers = sum(
-            1
-            for e in self.jobs.values()
-            if e.timer is not None and not e.timer.cancelled() and e.timer_due > now
-        )
+        timers = sum(1 for e in self.jobs.values() if e.look_planned(now))
         self.metrics.internals(len(asyncio.all_tasks()), timers)
 
     async def drain(self) -> None:
