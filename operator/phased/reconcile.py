@@ -495,8 +495,9 @@ class Reconciler:
     async def _perform(self, entry: JobEntry, action: Action, now: datetime) -> None:
         job = entry.ref
         match action:
-            case ClaimNode(node=name, resource_version=rv, role=role):
-                await self._claim(entry, name, rv, role, now)
+            case ClaimNode(node=name, resource_version=rv, role=role, replaces=lost, at=at):
+                replaces = encode_replaces(lost, at or now) if lost is not None else None
+                await self._claim(entry, name, rv, role, now, replaces)
             case SetNodeRole(node=name, role=role, replaces=lost, at=at):
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
                 await self.node_verbs.set_role(
@@ -560,7 +561,13 @@ class Reconciler:
         )
 
     async def _claim(
-        self, entry: JobEntry, name: str, rv: str, role: NodeRole, now: datetime
+        self,
+        entry: JobEntry,
+        name: str,
+        rv: str,
+        role: NodeRole,
+        now: datetime,
+        replaces: str | None = None,
     ) -> None:
         """Claim a node decide chose, then look at its pods once more: a pod of others
         bound between the look and the claim (the pool taint stops any after it) makes the
@@ -576,7 +583,7 @@ class Reconciler:
             return
         clearing = bool(displaceable(pods, self.settings))
         claim = await self.node_verbs.claim(
-            name, rv, job, role, now, self._preemptible(entry), clearing
+            name, rv, job, role, now, self._preemptible(entry), clearing, replaces
         )
         if not claim.won:
             self._refused("NotFree")

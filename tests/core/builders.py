@@ -272,7 +272,10 @@ class Cluster:
         if isinstance(action, ClaimNode):
             n = self.nodes[action.node]
             assert not n.owner_uid, f"claimed a held node {n.name}"
-            self.nodes[n.name] = owned(n, action.role, self.job)
+            notes = dict(n.annotations)
+            if action.replaces is not None and action.at is not None:
+                notes[labels.ANNOTATION_REPLACES] = encode_replaces(action.replaces, action.at)
+            self.nodes[n.name] = replace(owned(n, action.role, self.job), annotations=notes)
         elif isinstance(action, SetNodeRole):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid

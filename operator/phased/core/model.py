@@ -215,11 +215,17 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class ClaimNode:
-    """Label and taint a free node for the job, if its resourceVersion still matches."""
+    """Label and taint a free node for the job, if its resourceVersion still matches.
+
+    ``replaces``: the failed node whose place this claim fills (the pool regrowing from free
+    nodes when the spares did not suffice), written on the node with ``at`` like
+    ``SetNodeRole``'s; the ledger takes it from the node once the claim has landed."""
 
     node: str
     resource_version: str
     role: NodeRole
+    replaces: str | None = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

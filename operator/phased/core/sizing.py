@@ -10,6 +10,11 @@ spares before claiming free nodes, and claiming the free nodes nearest (rack, bl
 to what it holds. Anything beyond ``max + spares.count`` is released, spares first, the
 farthest first. Workers are created once at least ``min`` actives are held and Ready and no
 active claim is still in flight (so the world size includes them): one per active node.
+An active node in trouble but within its grace trades roles with a healthy Ready spare
+before the generation starts (:func:`_keep_troubled_out`), so a new phase or generation does
+not wait out a grace when a spare can take the place. A free node claimed as active while a
+failure is open names the failed node it replaces (``ClaimNode.replaces``), so the ledger's
+``replacedBy`` is kept when the pool regrows from free nodes as well as from spares.
 
 While a generation runs, only the spares move: refilled from free nodes up to
 ``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (A ``nodes.max``
@@ -42,6 +47,7 @@ from phased.api.v1alpha1 import AdmissionTimeoutAction, JobState, NodeRole, Phas
 from phased.core import checkpoints
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.failure import choose_spare
 from phased.core.ledger import mark_replaced
 from phased.core.model import (
     Claimant,
@@ -157,8 +163,16 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     return nearest_first(free, draft.held(NodeRole.ACTIVE))[:keep], min(reserved, len(free))
 
 
-def _claim(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
-    draft.act(ClaimNode(node=node.name, resource_version=node.resource_version, role=role))
+def _claim(draft: Draft, node: NodeInfo, role: NodeRole, replaces: str | None = None) -> None:
+    draft.act(
+        ClaimNode(
+            node=node.name,
+            resource_version=node.resource_version,
+            role=role,
+            replaces=replaces,
+            at=draft.now if replaces is not None else None,
+        )
+    )
     draft.roles[node.name] = role
 
 
@@ -196,6 +210,7 @@ def form_pool(draft: Draft, type_key: str) -> None:
     targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
     _fit_actives(draft, targets, free)
     _fit_spares(draft, targets.spares, free)
+    _keep_troubled_out(draft)
     _admitted(draft)
     pool = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
     _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
@@ -216,9 +231,45 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
         draft.act(SetNodeRole(spare.name, NodeRole.ACTIVE, replaces=answered, at=draft.now))
         draft.roles[spare.name] = NodeRole.ACTIVE
     need = targets.active - len(draft.held(NodeRole.ACTIVE))
+    # Failures the spares did not answer are answered by the free nodes claimed now: each
+    # claim names the lost node it replaces (oldest first); the ledger records it from the
+    # node once the claim has landed (a claim another job wins replaces nothing).
+    unanswered = iter([e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None])
     for node in nearest_first(free, draft.held(NodeRole.ACTIVE))[: max(0, need)]:
-        _claim(draft, node, NodeRole.ACTIVE)
+        _claim(draft, node, NodeRole.ACTIVE, replaces=next(unanswered, None))
         free.remove(node)
+
+
+def _keep_troubled_out(draft: Draft) -> None:
+    """A new generation goes on nodes under no suspicion when the spares allow it.
+
+    An active node in trouble but still within its grace (NotReady, a GPU-fault condition,
+    GPUs missing from allocatable) trades roles with the Ready spare nearest to it that is
+    under no suspicion, so the generation starts now instead of after the grace. The
+    troubled node stays held, as a spare: it is answered as a spare's failure if its grace
+    runs out (nothing is interrupted) and serves as one if it recovers. No ledger entry and
+    no restart: nothing failed yet. Not while the breaker holds failures (automatic action
+    is paused then). With no such spare the generation waits for the grace as before.
+    """
+    if draft.breaker_nodes:
+        return
+    troubled = [
+        n for n in draft.held(NodeRole.ACTIVE) if not n.ready or n.name in draft.suspect_nodes
+    ]
+    for node in sorted(troubled, key=lambda n: n.name):
+        healthy = [s for s in draft.held(NodeRole.SPARE) if s.name not in draft.suspect_nodes]
+        spare = choose_spare(node, healthy, [])
+        if spare is None:
+            return
+        _set_role(draft, node, NodeRole.SPARE)
+        _set_role(draft, spare, NodeRole.ACTIVE)
+        draft.event(
+            NORMAL,
+            "TroubledNodeSwapped",
+            f"active node {node.name} is in trouble within its grace: spare {spare.name} "
+            f"takes its place in phase {draft.phase.name}'s new generation, {node.name} "
+            "stays held as a spare",
+        )
 
 
 def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:

@@ -140,13 +140,15 @@ class NodeVerbs:
         now: datetime,
         spare_taint: bool = False,
         clearing: bool = False,
+        replaces: str | None = None,
     ) -> Claim:
         """Take a free node for ``job``. ``won`` is False when it is no longer free as the
         decision saw it (another job won, or it changed since); ``fresh`` is then the node as
         the API holds it now, for the caller's view.
 
         With ``clearing`` (an active claim of a node with pods of a preemptible class) the
-        node is marked ``clearing-since``: decide evicts those pods."""
+        node is marked ``clearing-since``: decide evicts those pods. ``replaces`` (see
+        ``ClaimNode``) is written on it."""
         seen: list[JSON] = []
 
         def mutate(node: JSON) -> JSON | None:
@@ -166,6 +168,8 @@ class NodeVerbs:
             annotations = {labels.ANNOTATION_CLAIMED_AT: _iso(now)}
             if clearing and role == NodeRole.ACTIVE:
                 annotations[labels.ANNOTATION_CLEARING] = _iso(now)
+            if replaces is not None:
+                annotations[labels.ANNOTATION_REPLACES] = replaces
             return {
                 "metadata": {
                     "labels": {
