@@ -375,8 +375,11 @@ class Reconciler:
         self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
             await self.job_verbs.set_finalizer(raw, False)
-        delay = plan.requeue_after if plan.requeue_after is not None else float(self._resync)
-        self.trigger(uid, max(0.05, delay))
+        if plan.requeue_after is not None:
+            self.trigger(uid, max(0.05, plan.requeue_after))
+        # Otherwise the next event or the periodic resync (every resyncInterval, for every
+        # job) looks again: a timer of its own here as well would look at an idle job twice
+        # an interval, each look a GET of the job and a LIST of its pods.
 
     def _parse_spec(self, entry: JobEntry) -> None:
         if entry.spec_generation == entry.ref.generation:

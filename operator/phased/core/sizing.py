@@ -3,19 +3,20 @@
 While no generation of the phase runs, the pool is *formed*: held nodes that do not fit the
 phase are released first (:func:`release_misfits`: the wrong type, a GPU node held for a CPU
 phase, or a GPU capacity below ``gpusPerNode``; this runs before failure detection, so a
-node that could never serve the phase is given back, not taken for a failed one), then
-the phase takes ``nodes.min`` actives, then ``spares.count`` spares,
-then actives up to ``nodes.max`` (see :class:`phased.core.pools.Targets`), promoting held
-spares before claiming free nodes, and claiming the free nodes nearest (rack, block, zone)
-to what it holds (holding nothing yet: to the rack with the most free nodes, see
-:func:`phased.core.pools.anchors_for`). Anything beyond ``max + spares.count`` is released, spares first, the
-farthest first. Workers are created once at least ``min`` actives are held and Ready and no
-active claim is still in flight (so the world size includes them): one per active node.
-An active node in trouble but within its grace trades roles with a healthy Ready spare
-before the generation starts (:func:`_keep_troubled_out`), so a new phase or generation does
-not wait out a grace when a spare can take the place. A free node claimed as active while a
-failure is open names the failed node it replaces (``ClaimNode.replaces``), so the ledger's
-``replacedBy`` is kept when the pool regrows from free nodes as well as from spares.
+node that could never serve the phase is given back, not taken for a failed one), then the
+phase takes ``nodes.min`` actives, then ``spares.count`` spares, then actives up to
+``nodes.max`` (see :class:`phased.core.pools.Targets`), promoting held spares before
+claiming free nodes, and claiming the free nodes nearest (rack, block, zone) to what it
+holds (holding nothing yet: to the rack with the most free nodes, see
+:func:`phased.core.pools.anchors_for`). Anything beyond ``max + spares.count`` is released,
+spares first, the farthest first. Workers are created once at least ``min`` actives are held
+and Ready and no active claim is still in flight (so the world size includes them): one per
+active node. An active node in trouble but within its grace trades roles with a healthy
+Ready spare before the generation starts (:func:`_keep_troubled_out`), so a new phase or
+generation does not wait out a grace when a spare can take the place. A free node claimed as
+active while a failure is open names the failed node it replaces (``ClaimNode.replaces``),
+so the ledger's ``replacedBy`` is kept when the pool regrows from free nodes as well as from
+spares.
 
 While a generation runs, only the spares move: refilled from free nodes up to
 ``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (A ``nodes.max``
