@@ -146,6 +146,7 @@ class JobEntry:
     rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
     lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
+    claim_refused: bool = False  # in this pass, a claim did not happen as decided
 
     def look_planned(self, now: float) -> bool:
         """A look is still to come (a fired TimerHandle is not "cancelled": check its due
@@ -370,7 +371,13 @@ class Reconciler:
             pods = {**snapshot.node_pods, **looked}
             snapshot = replace(snapshot, node_pods=pods)
             plan = decide(snapshot, self.settings, now)
+        entry.claim_refused = False
         await self._act(entry, plan, now)
+        if entry.claim_refused:
+            # The plan's status holds a node it did not get: like a failed action, the
+            # status is not written (nor observed), and the job is decided again shortly
+            # from the cluster as it is (the refusal planned that look).
+            return
         await self._write_status(entry, snapshot, plan)
         self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
@@ -546,6 +553,7 @@ class Reconciler:
         """A claim decided on a stale view: put the node as the API holds it into the view
         (or drop it, if it is gone) and decide again, backing off while claims keep losing."""
         self.nodes.refresh(name, fresh)
+        entry.claim_refused = True
         entry.lost_claims += 1
         delay = min(5.0, 0.1 * 2 ** min(entry.lost_claims - 1, 6))
         log = logger.info if entry.lost_claims <= 3 else logger.debug
@@ -582,6 +590,7 @@ class Reconciler:
         if blocking(pods, self.settings):
             self.occupied[name] = (time.monotonic(), pods)
             self._refused(LeftAlone.RUNNING_PODS)
+            entry.claim_refused = True
             self.trigger(job.uid, 0.1)
             return
         clearing = bool(displaceable(pods, self.settings))
@@ -604,6 +613,7 @@ class Reconciler:
             await self.node_verbs.release(name, job)
             self.occupied[name] = (time.monotonic(), after)
             self._refused(LeftAlone.RUNNING_PODS)
+            entry.claim_refused = True
             self.trigger(job.uid, 0.1)
 
     async def _evict(self, job: JobRef, namespace: str, name: str, node: str, delete: bool) -> None:
