@@ -146,6 +146,7 @@ class JobEntry:
     rejected: tuple[int, str] | None = None  # (generation, why the API refused a worker)
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
     lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
+    claim_refused: bool = False  # in this pass, a claim did not happen as decided
 
     def look_planned(self, now: float) -> bool:
         """A look is still to come (a fired TimerHandle is not "cancelled": check its due
@@ -370,13 +371,22 @@ class Reconciler:
             pods = {**snapshot.node_pods, **looked}
             snapshot = replace(snapshot, node_pods=pods)
             plan = decide(snapshot, self.settings, now)
+        entry.claim_refused = False
         await self._act(entry, plan, now)
+        if entry.claim_refused:
+            # The plan's status holds a node it did not get: like a failed action, the
+            # status is not written (nor observed), and the job is decided again shortly
+            # from the cluster as it is (the refusal planned that look).
+            return
         await self._write_status(entry, snapshot, plan)
         self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
             await self.job_verbs.set_finalizer(raw, False)
-        delay = plan.requeue_after if plan.requeue_after is not None else float(self._resync)
-        self.trigger(uid, max(0.05, delay))
+        if plan.requeue_after is not None:
+            self.trigger(uid, max(0.05, plan.requeue_after))
+        # Otherwise the next event or the periodic resync (every resyncInterval, for every
+        # job) looks again: a timer of its own here as well would look at an idle job twice
+        # an interval, each look a GET of the job and a LIST of its pods.
 
     def _parse_spec(self, entry: JobEntry) -> None:
         if entry.spec_generation == entry.ref.generation:
@@ -543,6 +553,7 @@ class Reconciler:
         """A claim decided on a stale view: put the node as the API holds it into the view
         (or drop it, if it is gone) and decide again, backing off while claims keep losing."""
         self.nodes.refresh(name, fresh)
+        entry.claim_refused = True
         entry.lost_claims += 1
         delay = min(5.0, 0.1 * 2 ** min(entry.lost_claims - 1, 6))
         log = logger.info if entry.lost_claims <= 3 else logger.debug
@@ -579,6 +590,7 @@ class Reconciler:
         if blocking(pods, self.settings):
             self.occupied[name] = (time.monotonic(), pods)
             self._refused(LeftAlone.RUNNING_PODS)
+            entry.claim_refused = True
             self.trigger(job.uid, 0.1)
             return
         clearing = bool(displaceable(pods, self.settings))
@@ -601,6 +613,7 @@ class Reconciler:
             await self.node_verbs.release(name, job)
             self.occupied[name] = (time.monotonic(), after)
             self._refused(LeftAlone.RUNNING_PODS)
+            entry.claim_refused = True
             self.trigger(job.uid, 0.1)
 
     async def _evict(self, job: JobRef, namespace: str, name: str, node: str, delete: bool) -> None:

@@ -25,6 +25,7 @@ after a failure, never wait in line.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -166,6 +167,29 @@ def nearest_first(candidates: Iterable[NodeInfo], anchors: Sequence[NodeInfo]) -
     """Candidates ordered nearest to the anchors first; ties by name."""
     near = _Anchors(anchors)
     return sorted(candidates, key=lambda n: (near.distance(n), n.name))
+
+
+def anchors_for(held: Sequence[NodeInfo], free: Sequence[NodeInfo], key: str) -> Sequence[NodeInfo]:
+    """What a pool grows around: the nodes it holds; with none yet, one free node of the rack
+    with the most free nodes (a new pool is packed into as few racks as it can be), racks
+    with as many broken by a hash of ``key`` (the job's UID), so that jobs forming their
+    pools at once spread over equally good racks instead of all reaching for the same nodes.
+    Nodes without topology labels give no anchor (then names decide)."""
+    if held:
+        return held
+    racks: dict[tuple[str, str, str], list[NodeInfo]] = {}
+    for node in free:
+        if all(node.topology):
+            racks.setdefault(node.topology, []).append(node)
+    if not racks:
+        return []
+
+    def rank(item: tuple[tuple[str, str, str], list[NodeInfo]]) -> tuple[int, str]:
+        digest = hashlib.sha256(f"{key}/{'/'.join(item[0])}".encode()).hexdigest()
+        return -len(item[1]), digest
+
+    _, members = min(racks.items(), key=rank)
+    return [min(members, key=lambda n: n.name)]
 
 
 def farthest_first(candidates: Iterable[NodeInfo], anchors: Sequence[NodeInfo]) -> list[NodeInfo]:

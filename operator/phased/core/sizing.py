@@ -3,18 +3,20 @@
 While no generation of the phase runs, the pool is *formed*: held nodes that do not fit the
 phase are released first (:func:`release_misfits`: the wrong type, a GPU node held for a CPU
 phase, or a GPU capacity below ``gpusPerNode``; this runs before failure detection, so a
-node that could never serve the phase is given back, not taken for a failed one), then
-the phase takes ``nodes.min`` actives, then ``spares.count`` spares,
-then actives up to ``nodes.max`` (see :class:`phased.core.pools.Targets`), promoting held
-spares before claiming free nodes, and claiming the free nodes nearest (rack, block, zone)
-to what it holds. Anything beyond ``max + spares.count`` is released, spares first, the
-farthest first. Workers are created once at least ``min`` actives are held and Ready and no
-active claim is still in flight (so the world size includes them): one per active node.
-An active node in trouble but within its grace trades roles with a healthy Ready spare
-before the generation starts (:func:`_keep_troubled_out`), so a new phase or generation does
-not wait out a grace when a spare can take the place. A free node claimed as active while a
-failure is open names the failed node it replaces (``ClaimNode.replaces``), so the ledger's
-``replacedBy`` is kept when the pool regrows from free nodes as well as from spares.
+node that could never serve the phase is given back, not taken for a failed one), then the
+phase takes ``nodes.min`` actives, then ``spares.count`` spares, then actives up to
+``nodes.max`` (see :class:`phased.core.pools.Targets`), promoting held spares before
+claiming free nodes, and claiming the free nodes nearest (rack, block, zone) to what it
+holds (holding nothing yet: to the rack with the most free nodes, see
+:func:`phased.core.pools.anchors_for`). Anything beyond ``max + spares.count`` is released,
+spares first, the farthest first. Workers are created once at least ``min`` actives are held
+and Ready and no active claim is still in flight (so the world size includes them): one per
+active node. An active node in trouble but within its grace trades roles with a healthy
+Ready spare before the generation starts (:func:`_keep_troubled_out`), so a new phase or
+generation does not wait out a grace when a spare can take the place. A free node claimed as
+active while a failure is open names the failed node it replaces (``ClaimNode.replaces``),
+so the ledger's ``replacedBy`` is kept when the pool regrows from free nodes as well as from
+spares.
 
 While a generation runs, only the spares move: refilled from free nodes up to
 ``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (A ``nodes.max``
@@ -40,6 +42,7 @@ Warning event naming them and why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from phased.api.durations import parse_duration
@@ -63,6 +66,7 @@ from phased.core.phases import fail, generation_pods, live, next_generation
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
+    anchors_for,
     choose_type,
     farthest_first,
     fits,
@@ -160,7 +164,13 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
         return free, 0
     reserved = reserved_ahead(_me(draft, type_key, 1), draft.snap.waiting, type_key)
     keep = max(0, len(free) - reserved)
-    return nearest_first(free, draft.held(NodeRole.ACTIVE))[:keep], min(reserved, len(free))
+    return nearest_first(free, _anchors(draft, free))[:keep], min(reserved, len(free))
+
+
+def _anchors(draft: Draft, free: list[NodeInfo]) -> Sequence[NodeInfo]:
+    """What the pool grows around (see :func:`phased.core.pools.anchors_for`)."""
+    held = draft.held(NodeRole.ACTIVE) or draft.held(NodeRole.SPARE)
+    return anchors_for(held, free, draft.snap.job.uid)
 
 
 def _claim(draft: Draft, node: NodeInfo, role: NodeRole, replaces: str | None = None) -> None:
@@ -235,7 +245,7 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     # claim names the lost node it replaces (oldest first); the ledger records it from the
     # node once the claim has landed (a claim another job wins replaces nothing).
     unanswered = iter([e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None])
-    for node in nearest_first(free, draft.held(NodeRole.ACTIVE))[: max(0, need)]:
+    for node in nearest_first(free, _anchors(draft, free))[: max(0, need)]:
         _claim(draft, node, NodeRole.ACTIVE, replaces=next(unanswered, None))
         free.remove(node)
 
@@ -279,7 +289,7 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     for node in farthest_first(spares, actives)[: max(0, len(spares) - wanted)]:
         _release(draft, node)
     need = wanted - len(draft.held(NodeRole.SPARE))
-    picked = nearest_first(free, actives)[: max(0, need)]
+    picked = nearest_first(free, _anchors(draft, free))[: max(0, need)]
     for node in picked:
         _claim(draft, node, NodeRole.SPARE)
         free.remove(node)
