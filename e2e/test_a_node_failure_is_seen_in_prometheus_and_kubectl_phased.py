@@ -162,6 +162,15 @@ def run(
             30,
             message="Prometheus scraping the running job",
         )  # fmt: skip
+        # A node condition's time has whole seconds: a failure in the phase's first second
+        # would read as before the phase began. Let that second pass first.
+        started = lib.wait_until(
+            lambda: (status(kubectl, namespace, JOB).get("phases") or [{}])[0].get("startTime"),
+            30,
+            message="the phase's start in the status",
+        )
+        began = datetime.fromisoformat(started.replace("Z", "+00:00"))
+        time.sleep(max(0.0, began.timestamp() + 1.05 - time.time()))
         victim = sorted(st["pool"]["active"])[0]
         lib.make_node_not_ready(core, victim, wait=None)
 
