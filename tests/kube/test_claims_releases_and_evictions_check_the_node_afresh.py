@@ -261,3 +261,39 @@ def test_pods_are_read_with_what_deciding_needs() -> None:
     assert (pod.operator, pod.daemon, pod.terminal, pod.mirror) == (True, False, True, False)
     assert (pod.priority_class, pod.job_uid, pod.node) == ("best-effort", "u", "n")
     assert node_pod_from_raw(raw, None).operator is False
+
+
+def test_a_persons_release_of_a_quarantined_node_leaves_no_mark_and_it_can_be_claimed() -> None:
+    """A node that replaced another (``replaces``) and then failed itself: released by a
+    person, it carries no Phased mark at all, so the next claim takes it (one mark left
+    behind made it "partially marked" and never claimed again)."""
+    from phased.core.ownership import Kind, ownership
+    from phased.kube.convert import node_from_raw
+
+    cluster = FakeCluster()
+    notes = {
+        labels.ANNOTATION_QUARANTINE: "{}",
+        labels.ANNOTATION_CLAIMED_AT: "2026-03-01T11:00:00Z",
+        labels.ANNOTATION_REPLACES: "h0 2026-03-01T11:30:00Z",
+        "example.com/kept": "yes",
+    }
+    taints = [
+        {"key": labels.TAINT_QUARANTINE, "value": JOB.uid, "effect": "NoSchedule"},
+        {"key": labels.TAINT_POOL, "value": JOB.uid, "effect": "NoSchedule"},
+        {"key": "example.com/kept", "value": "yes", "effect": "NoSchedule"},
+    ]
+    cluster.add_node(
+        "n",
+        _held(role="quarantined"),
+        annotations=notes,
+        spec={"unschedulable": True, "taints": taints},
+    )
+    verbs = NodeVerbs(cluster, MINE)  # type: ignore[arg-type]
+    assert run(verbs.release_quarantined("n"))
+    node = node_from_raw(cluster.nodes["n"])
+    assert ownership(node, MINE).kind == Kind.UNMARKED
+    kept = {k: v for k, v in cluster.nodes["n"]["metadata"]["annotations"].items() if v}
+    assert kept == {"example.com/kept": "yes"}
+    assert [t.key for t in node.taints] == ["example.com/kept"] and not node.unschedulable
+    claim = run(verbs.claim("n", node.resource_version, JOB, NodeRole.SPARE, NOW))
+    assert claim.won

@@ -305,29 +305,17 @@ class NodeVerbs:
         def mutate(node: JSON) -> JSON | None:
             if _labels(node).get(labels.LABEL_ROLE) != NodeRole.QUARANTINED.value:
                 return None
+            # Every ownership mark, from the list ownership reads: one left behind (it was
+            # phased.dev/replaces, on a node that had replaced another before it failed)
+            # made the node "partially marked", never claimed again.
             return {
                 "metadata": {
-                    "labels": {
-                        labels.LABEL_JOB_UID: None,
-                        labels.LABEL_JOB: None,
-                        labels.LABEL_JOB_NAMESPACE: None,
-                        labels.LABEL_ROLE: None,
-                        labels.LABEL_INSTALLATION: None,
-                    },
-                    "annotations": {
-                        labels.ANNOTATION_QUARANTINE: None,
-                        labels.ANNOTATION_CLAIMED_AT: None,
-                        labels.ANNOTATION_CLEARING: None,
-                    },
+                    "labels": dict.fromkeys(labels.OWNERSHIP_LABELS),
+                    "annotations": dict.fromkeys(labels.OWNERSHIP_ANNOTATIONS),
                 },
                 "spec": {
                     "unschedulable": None,
-                    "taints": _without(
-                        _taints(node),
-                        labels.TAINT_QUARANTINE,
-                        labels.TAINT_POOL,
-                        labels.TAINT_SPARE,
-                    ),
+                    "taints": _without(_taints(node), *labels.OWNERSHIP_TAINTS),
                 },
             }
 
