@@ -6,8 +6,9 @@ containerd, runc; the CPU stands in for the GPUs), one spare.
 
 Starts its OWN cluster instance (``phased-bench-real``: own folder, ports 32850-32855, the
 real nodes' own bridge and ports, see ``bench/common.py`` and ``e2e/cluster/nodes-env.sh``)
-with three real nodes and no simulated ones, and stops it at the end (``make cluster-down``'s
-script, which puts back what the kubelets changed on the host). The controller-manager runs
+with three real nodes (and two simulated ones the operator does not watch), and stops it
+at the end (``make cluster-down``'s script, which puts back what the kubelets changed on
+the host). The controller-manager runs
 with ``--node-monitor-grace-period=20s --node-monitor-period=2s`` (a kubelet renews its Lease
 every 10 s: two renewals missed), the operator as a real process watching the real nodes.
 
@@ -112,6 +113,11 @@ class Bench:
         job = self.rn.jax_training_job(
             NAME, self.storage_class, steps=1_000_000, every=EVERY, pace=PACE
         )
+        # Keep every checkpoint: a worker on a silent node runs on (nothing stops its
+        # container until its kubelet is back) and, as rank 0, goes on checkpointing and
+        # pruning; with the example's default of 3 kept it deleted the one the new
+        # generation was told to resume from (found by this bench's first run).
+        job["spec"]["template"]["env"].append({"name": "TRAIN_KEEP_CHECKPOINTS", "value": "100000"})
         job["spec"]["failurePolicy"].update(
             {
                 "gpuFaultGrace": "0s",
@@ -235,8 +241,22 @@ class Bench:
         }
         self.core.patch_node_status(node, {"status": {"conditions": [condition]}})
 
+    def explain(self) -> str:
+        """What the job looks like now (for a wait that timed out)."""
+        st = self.status()
+        last = (st.get("phases") or [{}])[0].get("lastCheckpoint")
+        true = [(c["type"], c.get("message", "")) for c in st.get("conditions", [])]
+        roles = self.fx.nodes_of(self.core, self.uid())
+        return (
+            f"state {st.get('state')}, generation {st.get('restartGeneration')}, pool "
+            f"{st.get('pool')}, last checkpoint {last}, node roles {roles}, conditions "
+            f"{[c for c in true if c[1]]}"
+        )
+
     def trial(self, kind: str, index: int) -> Trial:
-        st, pods = self.lib.wait_until(self.steady, 300, message="the job training, pool whole")
+        st, pods = self.lib.wait_until(
+            self.steady, 300, message=lambda: f"the job training, pool whole: {self.explain()}"
+        )
         generation = int(st.get("restartGeneration") or 0)
         victim = pods[index % 2].spec.node_name
         active, spares = set(st["pool"]["active"]), set(st["pool"]["spares"])
@@ -292,7 +312,7 @@ def prepared(bench: Bench) -> Iterator[None]:
     if len(real) < 3:
         raise SystemExit(f"needs 3 real nodes, the cluster has {len(real)} (run as root)")
     bench.ns = lib.create_namespace(bench.core, "bench-real")
-    log = bench.work / "operator.log"
+    log = Path(tempfile.gettempdir()) / "phased-bench-real-operator.log"
     try:
         with rn.host_checkpoint_volume(bench.core, bench.ns) as (storage_class, _dir):
             bench.storage_class = storage_class
@@ -320,7 +340,14 @@ def run(
                 bench.delete_job()
         for i in range(trials * len(kinds)):
             kind = kinds[i % len(kinds)]
-            result = bench.trial(kind, i // len(kinds))
+            try:
+                result = bench.trial(kind, i // len(kinds))
+            except bench.lib.WaitTimeout as exc:
+                # The job did not come back whole and training: say why, keep what was
+                # measured, stop the trials.
+                print(f"[{kind} {i // len(kinds) + 1}] not run: {exc}", flush=True)
+                results.append(Trial(kind, "-", missed=f"not run: {exc}"))
+                break
             results.append(result)
             print(
                 f"[{kind} {i // len(kinds) + 1}] {result.node}: "
@@ -360,7 +387,9 @@ def report(
     return "\n\n".join(
         [
             "Seconds from the failure's injection (cold start: from the TrainingJob's "
-            "creation) to each milestone; median, p90 (nearest rank) and max over the trials.",
+            "creation) to each milestone; median, p90 (nearest rank) and max over the trials. "
+            "`detected` is a node condition's transition time, which has whole seconds: it "
+            "can read up to 1 s early (below 0 for a fault set by the bench itself).",
             table(["trial", "milestone", "n", "median s", "p90 s", "max s"], rows),
             f"Kinds: {'; '.join(f'**{k}**: {KINDS[k]}' for k in args.kinds)}. "
             f"Checkpoints every {EVERY} steps of {PACE} s (the first report of a generation "
@@ -399,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PHASED_NODES_NET", "10.251")
     load_before = load_average()
     cluster = BenchCluster(args.cluster, port_base=args.port_base)
-    cluster.up(h100=0, kcm_flags=KCM_FLAGS)
+    # Two simulated nodes too (the cluster script waits for its simulated nodes to be Ready
+    # and refuses none); the operator here watches only the real ones (type=real).
+    cluster.up(h100=2, kcm_flags=KCM_FLAGS)
     try:
         with tempfile.TemporaryDirectory(prefix="phased-bench-real-") as work:
             bench = Bench(cluster.kubeconfig, Path(work))
