@@ -31,7 +31,15 @@ RAW = {
 }
 
 
-def _one_pass(monkeypatch: pytest.MonkeyPatch, requeue_after: float | None) -> JobEntry:
+def _one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+    requeue_after: float | None,
+    lose_a_claim: bool = False,
+    written: list[Any] | None = None,
+) -> JobEntry:
+    """One reconcile of a job whose decision asks ``requeue_after``; its actions do nothing
+    or (``lose_a_claim``) lose a claim; status writes are appended to ``written``."""
+
     async def scenario() -> JobEntry:
         rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
         entry = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
@@ -46,11 +54,19 @@ def _one_pass(monkeypatch: pytest.MonkeyPatch, requeue_after: float | None) -> J
         async def nothing(*_: Any) -> Any:
             return None
 
+        async def act(entry: JobEntry, *_: Any) -> None:
+            if lose_a_claim:
+                rec._lost_claim(entry, "h1", None)
+
+        async def write(*args: Any) -> None:
+            if written is not None:
+                written.append(args)
+
         monkeypatch.setattr(rec.job_verbs, "get", got)
         monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
         monkeypatch.setattr(rec, "_observe", nothing)
-        monkeypatch.setattr(rec, "_act", nothing)
-        monkeypatch.setattr(rec, "_write_status", nothing)
+        monkeypatch.setattr(rec, "_act", act)
+        monkeypatch.setattr(rec, "_write_status", write)
         monkeypatch.setattr(rec, "_observe_metrics", lambda *_: None)
         monkeypatch.setattr(
             module,
@@ -64,8 +80,10 @@ def _one_pass(monkeypatch: pytest.MonkeyPatch, requeue_after: float | None) -> J
 
 
 def test_a_pass_that_asks_for_no_later_look_plans_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    entry = _one_pass(monkeypatch, None)
+    written: list[Any] = []
+    entry = _one_pass(monkeypatch, None, written=written)
     assert not entry.look_planned(time.monotonic())
+    assert len(written) == 1
 
 
 def test_a_pass_that_asks_to_look_again_gets_its_timer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,39 +97,6 @@ def test_a_pass_whose_claim_was_refused_writes_no_status(monkeypatch: pytest.Mon
     """The plan's status would list a node the job did not get: it is not written, and the
     refusal has planned the next look."""
     written: list[Any] = []
-
-    async def scenario() -> JobEntry:
-        rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
-        entry = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
-        rec.jobs["u1"] = entry
-
-        async def got(namespace: str, name: str) -> dict[str, Any]:
-            return RAW
-
-        async def finalized(raw: dict[str, Any], present: bool) -> bool:
-            return True
-
-        async def nothing(*_: Any) -> Any:
-            return None
-
-        async def lose_a_claim(entry: JobEntry, *_: Any) -> None:
-            rec._lost_claim(entry, "h1", None)
-
-        async def write(*args: Any) -> None:
-            written.append(args)
-
-        monkeypatch.setattr(rec.job_verbs, "get", got)
-        monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
-        monkeypatch.setattr(rec, "_observe", nothing)
-        monkeypatch.setattr(rec, "_act", lose_a_claim)
-        monkeypatch.setattr(rec, "_write_status", write)
-        monkeypatch.setattr(rec, "_observe_metrics", lambda *_: None)
-        monkeypatch.setattr(
-            module, "decide", lambda *_: Plan(actions=(), status=TrainingJobStatus())
-        )
-        await rec.reconcile("u1")
-        return entry
-
-    entry = asyncio.run(scenario())
+    entry = _one_pass(monkeypatch, None, lose_a_claim=True, written=written)
     assert written == []
     assert entry.timer is not None  # the lost claim's backoff
