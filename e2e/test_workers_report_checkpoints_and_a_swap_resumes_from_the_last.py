@@ -240,6 +240,15 @@ def _run(
     assert entry.get("resumed") is None
     assert st["state"] == "Recovering"
 
+    # The worker on the failed node is left behind (a silent node's container runs on): its
+    # generation was replaced, so its checkpoint is refused and the helper tells it to stop.
+    with pytest.raises(phased_worker.Superseded, match="replaced by generation 1"):
+        phased_worker.report_checkpoint(
+            130, f"{env['PHASED_CHECKPOINT_DIR']}/step-130", environ=_as_worker(worker, token_file)
+        )
+    annotations = get_job(kubectl, namespace, name)["metadata"]["annotations"]
+    assert '"step":130' not in annotations["phased.dev/reports"]
+
     reported = time.time()
     assert phased_worker.report_progress(101, environ=_as_worker(new[0], token_file))
 

@@ -26,6 +26,15 @@ an operator restart). While the operator is unreachable or restarting, the call 
 backoff for up to ``timeout`` seconds, then returns False: training is never stopped by a
 report that could not be sent. Call it from one rank (rank 0) or from all: the operator
 keeps the latest.
+
+One answer does stop a worker: ``Superseded``, raised when Phased has already replaced this
+worker's generation (a gang restart after a failure). It reaches a worker left behind — on a
+node that went silent, its container runs on until the kubelet is back — and it means: stop
+now, write and delete nothing more. The checkpoint directory belongs to the new generation,
+which resumes from the checkpoint Phased told it; an old worker pruning "old" checkpoints
+would delete exactly that one. Prune only after a report returned True (or outside Phased,
+``not enabled()``): a worker that cannot reach the operator does not know whether it was
+replaced.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import urllib.request
 from collections.abc import Mapping
 
 __all__ = [
+    "Superseded",
     "enabled",
     "report_checkpoint",
     "report_progress",
@@ -47,6 +57,11 @@ __all__ = [
 ]
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+SUPERSEDED_STATUS = 409
+
+
+class Superseded(RuntimeError):
+    """The operator refused a report: this worker's generation was replaced. Stop."""
 
 
 def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -81,6 +96,7 @@ def report_checkpoint(
     """Tell the operator that the checkpoint of ``step`` at ``path`` is complete.
 
     ``final=True`` marks the phase's last checkpoint: the phase ends once it is recorded.
+    Raises ``Superseded`` when this worker's generation was replaced (see the module).
     """
     return _send(
         {"kind": "checkpoint", "step": int(step), "path": str(path), "final": bool(final)},
@@ -92,7 +108,8 @@ def report_checkpoint(
 def report_progress(
     step: int, *, timeout: float = 10.0, environ: Mapping[str, str] | None = None
 ) -> bool:
-    """Tell the operator that training reached ``step`` (no checkpoint)."""
+    """Tell the operator that training reached ``step`` (no checkpoint). Raises
+    ``Superseded`` when this worker's generation was replaced."""
     return _send({"kind": "progress", "step": int(step)}, timeout, environ)
 
 
@@ -136,6 +153,8 @@ def _send(body: dict[str, object], timeout: float, environ: Mapping[str, str] | 
             with urllib.request.urlopen(request, timeout=max(1.0, min(10.0, left))) as answer:  # noqa: S310
                 return 200 <= int(answer.status) < 300
         except urllib.error.HTTPError as exc:
+            if exc.code == SUPERSEDED_STATUS:
+                raise Superseded(_error(exc)) from None
             if exc.code not in RETRY_STATUSES:
                 return False  # refused for good (wrong token, not a report of this job)
         except (urllib.error.URLError, OSError, TimeoutError):
@@ -145,3 +164,12 @@ def _send(body: dict[str, object], timeout: float, environ: Mapping[str, str] | 
             return False
         time.sleep(min(left, delay * (0.5 + random.random())))  # noqa: S311 - jitter
         delay = min(delay * 2, 8.0)
+
+
+def _error(exc: urllib.error.HTTPError) -> str:
+    """The operator's ``error`` text from a refusal, or the status line."""
+    try:
+        message = json.loads(exc.read() or b"{}").get("error")
+    except (ValueError, AttributeError, OSError):
+        message = None
+    return str(message) if message else f"{exc.code} {exc.reason}"

@@ -17,15 +17,23 @@ Knobs (environment): ``TRAIN_STEPS`` (200), ``TRAIN_CHECKPOINT_EVERY`` (10), ``T
 (0), ``TRAIN_STEP_SECONDS`` (0: steps as fast as they go; more paces them, standing in for
 real work), ``TRAIN_BATCH_PER_WORKER`` (64), ``TRAIN_LEARNING_RATE`` (0.3),
 ``TRAIN_KEEP_CHECKPOINTS`` (3). Every event is one JSON line on stdout: ``start``,
-``resume``, ``step``, ``checkpoint``, ``done``. Rank 0 also appends each step's loss, with its
-restart generation, to ``metrics.jsonl`` beside the checkpoints: the loss curve of the whole
-run, across restarts, outlives the pods.
+``resume``, ``step``, ``checkpoint``, ``superseded``, ``done``. Rank 0 also appends each step's
+loss, with its restart generation, to ``metrics.jsonl`` beside the checkpoints: the loss curve
+of the whole run, across restarts, outlives the pods.
+
+Checkpoints and a worker left behind: after a node goes silent its container runs on until
+the kubelet is back, while Phased has started a new generation elsewhere that resumes from the
+checkpoint it named. So a checkpoint's name carries its generation (two generations never
+write the same file), pruning keeps the newest by (generation, step) and happens only after
+the operator acknowledged a report, and a report answered ``Superseded`` (this generation
+was replaced) ends the process at once, before it writes or deletes anything more.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -92,10 +100,13 @@ def local_value(array: jax.Array) -> np.ndarray:
     return np.asarray(array.addressable_data(0))
 
 
-def save(directory: Path, step: int, params: Params, loss: float) -> Path:
+CHECKPOINT_NAME = re.compile(r"step-(\d+)-gen-(\d+)\.npz")
+
+
+def save(directory: Path, step: int, generation: int, params: Params, loss: float) -> Path:
     """Write the checkpoint completely and durably, then give it its name."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"step-{step:08d}.npz"
+    path = directory / f"step-{step:08d}-gen-{generation}.npz"
     tmp = directory / f".{path.name}.tmp"
     with open(tmp, "wb") as f:
         np.savez(f, step=step, loss=loss, **{k: local_value(v) for k, v in params.items()})
@@ -106,11 +117,26 @@ def save(directory: Path, step: int, params: Params, loss: float) -> Path:
 
 
 def prune(directory: Path, keep: int) -> None:
-    for old in sorted(directory.glob("step-*.npz"))[:-keep]:
+    """Keep the ``keep`` newest checkpoints: a later generation's outrank an earlier one's
+    (an earlier generation went on past the step the later one resumed from)."""
+    found = []
+    for path in directory.glob("step-*.npz"):
+        match = CHECKPOINT_NAME.fullmatch(path.name)
+        if match:
+            found.append(((int(match[2]), int(match[1])), path))
+    for _, old in sorted(found)[:-keep]:
         old.unlink(missing_ok=True)
 
 
 def main() -> int:
+    try:
+        return train()
+    except phased_worker.Superseded as exc:
+        say("superseded", reason=str(exc))
+        return 1
+
+
+def train() -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     steps = int(knob("TRAIN_STEPS", 200))
     every = int(knob("TRAIN_CHECKPOINT_EVERY", 10))
@@ -164,16 +190,17 @@ def main() -> int:
             metrics.write("\n")
             metrics.flush()
         if rank == 0 and step % every == 0 and step < steps:
-            path = save(directory, step, params, loss)
+            path = save(directory, step, generation, params, loss)
             reported = phased_worker.report_checkpoint(step, str(path))
             say("checkpoint", step=step, path=str(path), reported=reported)
-            prune(directory, keep)
+            if reported or not phased_worker.enabled():
+                prune(directory, keep)
         time.sleep(max(0.0, pace - (time.monotonic() - began)))
 
     if metrics is not None:
         metrics.close()
     if rank == 0:
-        path = save(directory, steps, params, loss)
+        path = save(directory, steps, generation, params, loss)
         reported = phased_worker.report_checkpoint(steps, str(path), final=True)
         say("checkpoint", step=steps, path=str(path), reported=reported, final=True)
     jax.distributed.shutdown()

@@ -10,8 +10,11 @@ Phased creates) and a JSON body::
 (``kind: progress`` needs no ``path``). Answers: 200 once the report is written into the job
 (so an acknowledged report survives an operator killed the next instant), 401 for a missing
 or wrong token or an unknown job (the same answer, so the endpoint tells nobody which jobs
-exist), 422 for a body that is not a report of one of the job's phases, 503 while the
-operator is starting or the API server refuses (the worker helper retries).
+exist), 409 for a report from a generation of the current phase that a gang restart has
+replaced (the worker is left behind, e.g. on a silent node: it must stop writing checkpoints;
+the helper raises ``Superseded``), 422 for a body that is not a report of one of the job's
+phases, 503 while the operator is starting or the API server refuses (the worker helper
+retries).
 
 Workers need no ServiceAccount token and no RBAC: the token authenticates them, and it is
 good for one job only. The worker helper is ``phased_worker`` (stdlib only).
@@ -27,7 +30,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from phased.api.v1alpha1 import PHASE_NAME_PATTERN
-from phased.core.reports import Report, ReportKind, token_matches
+from phased.core.reports import Report, ReportKind, Superseded, token_matches
 from phased.kube.client import KubeError
 from phased.metrics import Metrics
 from phased.reconcile import Reconciler
@@ -124,6 +127,9 @@ class ReportEndpoint:
         )
         try:
             recorded = await r.record_report(uid, report)
+        except Superseded as exc:
+            self._count(body.kind, "superseded")
+            return _answer(409, error=str(exc), superseded=True)
         except KubeError as exc:
             logger.warning("report for %s/%s not recorded: %s", namespace, name, exc)
             self._count(body.kind, "unavailable")

@@ -414,7 +414,7 @@ class Metrics:
         self.reports = Counter(
             f"{p}_checkpoint_reports",
             "Reports workers sent to the report endpoint, by kind (checkpoint, progress, "
-            "other) and result (recorded, unauthorized, invalid, unavailable).",
+            "other) and result (recorded, superseded, unauthorized, invalid, unavailable).",
             ["kind", "result"],
             registry=registry,
         )

@@ -697,7 +697,9 @@ class Reconciler:
 
         Read-merge-write guarded by the job's resourceVersion (a status write in between
         makes it try again), one report of a job at a time. The watch event of the write
-        wakes the reconciler, which folds the report into the status.
+        wakes the reconciler, which folds the report into the status. A report from a
+        generation the job's status has moved past raises :class:`reports.Superseded` and
+        is not written.
         """
         entry = self.jobs.get(uid)
         if entry is None:
@@ -708,6 +710,15 @@ class Reconciler:
                 meta = (raw or {}).get("metadata") or {}
                 if raw is None or meta.get("uid") != uid:
                     return False
+                status = raw.get("status") or {}
+                generation = status.get("restartGeneration")
+                why = reports.superseded(
+                    report,
+                    status.get("phase") if isinstance(status.get("phase"), str) else None,
+                    generation if isinstance(generation, int) else 0,
+                )
+                if why is not None:
+                    raise reports.Superseded(why)
                 old = (meta.get("annotations") or {}).get(reports.ANNOTATION_REPORTS)
                 value = reports.encode(reports.merge(reports.decode(old), report))
                 written = await self.job_verbs.set_annotation(

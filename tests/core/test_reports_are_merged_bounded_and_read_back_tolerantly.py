@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +16,7 @@ from phased.core.reports import (
     encode,
     merge,
     report_token,
+    superseded,
     token_matches,
 )
 from tests.core.builders import at
@@ -63,6 +65,50 @@ def test_first_since_takes_later_generations_or_replacements_only():
     assert store.first_since("train", at(8), 0).time == at(9)
     assert store.first_since("train", at(0), 1) is None
     assert store.first_since("validate", at(0), None) is None
+
+
+def test_a_replaced_generation_never_overwrites_what_its_successor_reported():
+    # Generation 0 was replaced by 1 (its worker on a silent node ran on); 1 resumed from
+    # step 100 and reported 105. Generation 0's later step 120 is not the run's latest.
+    store = ReportStore()
+    for report in (
+        _r(ReportKind.CHECKPOINT, 100, 0, generation=0),
+        _r(ReportKind.CHECKPOINT, 105, 10, generation=1),
+        _r(ReportKind.CHECKPOINT, 120, 11, generation=0),
+        _r(ReportKind.PROGRESS, 121, 12, generation=0),
+    ):
+        store = merge(store, report)
+    assert store.checkpoint is not None and (
+        store.checkpoint.step,
+        store.checkpoint.generation,
+    ) == (105, 1)
+    assert store.progress is not None and store.progress.generation == 1
+    # A later generation, or another phase, replaces as before.
+    later = merge(store, _r(ReportKind.CHECKPOINT, 110, 13, generation=2))
+    assert later.checkpoint is not None and later.checkpoint.step == 110
+    other = replace(_r(ReportKind.CHECKPOINT, 5, 14, generation=0), phase="validate")
+    assert merge(store, other).checkpoint == other
+
+
+@pytest.mark.parametrize(
+    ("phase", "generation", "current_phase", "current_generation", "refused"),
+    [
+        ("train", 0, "train", 1, True),  # the gang restart replaced generation 0
+        ("train", 2, "train", 5, True),
+        ("train", 1, "train", 1, False),  # the current generation
+        ("train", 2, "train", 1, False),  # ahead of a status not yet written
+        ("prep", 0, "train", 1, False),  # another phase's late report: its own record
+        ("train", 0, None, 0, False),  # no phase started yet
+    ],
+)
+def test_only_a_replaced_generation_of_the_current_phase_is_superseded(
+    phase, generation, current_phase, current_generation, refused
+):
+    report = replace(_r(ReportKind.CHECKPOINT, 7, 0, generation=generation), phase=phase)
+    why = superseded(report, current_phase, current_generation)
+    assert (why is not None) == refused
+    if why:
+        assert f"generation {generation}" in why and f"generation {current_generation}" in why
 
 
 def test_the_record_round_trips_through_the_annotation():

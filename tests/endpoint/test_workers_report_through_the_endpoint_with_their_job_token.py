@@ -29,6 +29,7 @@ class FakeJobs:
     """GET and a resourceVersion-guarded annotation patch, like the API server."""
 
     def __init__(self, conflicts: int = 0) -> None:
+        self.status: dict[str, Any] = {}
         self.annotations: dict[str, str] = {}
         self.version = 1
         self.conflicts = conflicts
@@ -44,7 +45,7 @@ class FakeJobs:
             "resourceVersion": str(self.version),
             "annotations": dict(self.annotations),
         }
-        return {"metadata": meta}
+        return {"metadata": meta, "status": dict(self.status)}
 
     async def set_annotation(
         self, namespace: str, name: str, key: str, value: str, resource_version: str
@@ -171,6 +172,27 @@ def test_a_refused_report_is_not_retried_and_records_nothing(tmp_path, case, tok
         assert _count(metrics, *counted) == 1  # answered once: a 4xx is not retried
 
     _serve(tmp_path, worker, token=token)
+
+
+def test_a_worker_of_a_replaced_generation_is_told_to_stop_and_records_nothing(tmp_path):
+    # The job restarted its gang (generation 3); a worker of generation 2 ran on, e.g. on a
+    # silent node. Its checkpoint must not become the run's latest, and it must stop.
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        jobs.status = {"phase": "train", "restartGeneration": 3}
+        old = _environ(port, token_file)  # PHASED_RESTART_GENERATION=2
+        with pytest.raises(phased_worker.Superseded, match="replaced by generation 3"):
+            phased_worker.report_checkpoint(120, "/c/step-120", environ=old, timeout=30)
+        with pytest.raises(phased_worker.Superseded):
+            phased_worker.report_progress(121, environ=old, timeout=30)
+        assert jobs.annotations == {} and jobs.patches == 0
+        assert _count(metrics, "checkpoint", "superseded") == 1  # answered once, not retried
+        current = _environ(port, token_file, PHASED_RESTART_GENERATION="3")
+        assert phased_worker.report_checkpoint(105, "/c/step-105", environ=current)
+        # A late report of a phase that ended is not a replaced worker: recorded as before.
+        jobs.status = {"phase": "validate", "restartGeneration": 0}
+        assert phased_worker.report_checkpoint(200, "/c/final", final=True, environ=old)
+
+    _serve(tmp_path, worker)
 
 
 def test_a_checkpoint_without_its_path_is_refused(tmp_path):

@@ -45,6 +45,10 @@ class ReportKind(StrEnum):
     PROGRESS = "progress"  # training reached a step (no checkpoint)
 
 
+class Superseded(Exception):
+    """A report refused because its workers were replaced (see :func:`superseded`)."""
+
+
 @dataclass(frozen=True)
 class Report:
     """One report, as the endpoint accepted it (``time``: when the operator received it)."""
@@ -88,13 +92,45 @@ class ReportStore:
         return min(found, key=lambda r: r.time) if found else None
 
 
+def _older_lineage(report: Report, kept: Report | None) -> bool:
+    """``report`` comes from a generation of ``kept``'s phase that a later one replaced."""
+    return kept is not None and kept.phase == report.phase and report.generation < kept.generation
+
+
 def merge(store: ReportStore, report: Report) -> ReportStore:
-    """The record after ``report``: latest checkpoint and progress, first of its generation."""
+    """The record after ``report``: latest checkpoint and progress, first of its generation.
+
+    A report of an older generation of the same phase than the one kept never replaces it:
+    once a new generation has reported, what the old one writes is not its lineage (the
+    endpoint refuses such reports already, :func:`superseded`; this holds for one that got in
+    before the status said so)."""
     firsts = store.firsts
     if all(r.key != report.key for r in firsts):
         firsts = (*firsts, report)[-MAX_FIRSTS:]
-    checkpoint = report if report.kind == ReportKind.CHECKPOINT else store.checkpoint
-    return replace(store, checkpoint=checkpoint, progress=report, firsts=firsts)
+    checkpoint = store.checkpoint
+    if report.kind == ReportKind.CHECKPOINT and not _older_lineage(report, checkpoint):
+        checkpoint = report
+    progress = store.progress if _older_lineage(report, store.progress) else report
+    return replace(store, checkpoint=checkpoint, progress=progress, firsts=firsts)
+
+
+def superseded(report: Report, phase: str | None, generation: int) -> str | None:
+    """Why ``report`` comes from workers Phased has already replaced, or None.
+
+    ``phase`` and ``generation`` are the job's current phase and restart generation (its
+    status). A report of the current phase from an older generation is from a worker the
+    gang restart left behind — typically one on a silent node, whose container runs on until
+    its kubelet is back: the checkpoints belong to the new generation now, and the endpoint
+    refuses the report (the helper raises ``Superseded``) so the old worker stops instead of
+    overwriting or pruning them. Reports of another phase are not judged here (a late final
+    checkpoint of a phase just ended is harmless: each phase checkpoints to its own
+    directory and keeps its own record)."""
+    if phase is None or report.phase != phase or report.generation >= generation:
+        return None
+    return (
+        f"generation {report.generation} of phase {phase} was replaced by generation "
+        f"{generation}: stop, the checkpoints belong to the new generation"
+    )
 
 
 def _report_data(report: Report) -> dict[str, Any]:
