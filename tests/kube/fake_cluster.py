@@ -39,6 +39,7 @@ class FakeCluster:
         self.protected: set[tuple[str, str]] = set()  # pods a disruption budget holds
         self.calls: list[tuple[str, str]] = []  # (method, path)
         self.after_patch: Callable[[str], None] | None = None
+        self.busy: dict[str, int] = {}  # node -> patches that lose to another writer first
         self._rv = 100
 
     # -- building the cluster -----------------------------------------------------------------
@@ -117,6 +118,10 @@ class FakeCluster:
         if method == "GET":
             return copy.deepcopy(node)
         assert method == "PATCH"
+        if self.busy.get(name, 0) > 0:  # someone else wrote the node just before
+            self.busy[name] -= 1
+            self._rv += 1
+            node["metadata"]["resourceVersion"] = str(self._rv)
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != node["metadata"]["resourceVersion"]:
             raise Conflict(409, "Conflict", "the object has been modified", "patch", resource)

@@ -297,3 +297,27 @@ def test_a_persons_release_of_a_quarantined_node_leaves_no_mark_and_it_can_be_cl
     assert [t.key for t in node.taints] == ["example.com/kept"] and not node.unschedulable
     claim = run(verbs.claim("n", node.resource_version, JOB, NodeRole.SPARE, NOW))
     assert claim.won
+
+
+def test_a_release_outlasts_a_busy_node_and_says_so_when_it_never_settles(monkeypatch) -> None:
+    from phased.kube import nodes as node_verbs
+    from phased.kube.client import Conflict
+
+    monkeypatch.setattr(node_verbs, "_RELEASE_PAUSES", (0.0, 0.0))
+    cluster = FakeCluster()
+    cluster.add_node("n", _held(role="quarantined"), spec={"unschedulable": True})
+    verbs = NodeVerbs(cluster, MINE)  # type: ignore[arg-type]
+    # A repaired node is busy for a while (its kubelet reports, a tool labels it): the
+    # patches of the first round all lose, the release still happens.
+    cluster.busy["n"] = node_verbs._ATTEMPTS + 1
+    assert run(verbs.release_quarantined("n"))
+    assert labels.LABEL_ROLE not in cluster.nodes["n"]["metadata"]["labels"]
+    # One that never settles is an error that says so, not "not quarantined".
+    cluster.add_node("m", _held(role="quarantined"))
+    cluster.busy["m"] = 10**6
+    with pytest.raises(Conflict, match="kept changing"):
+        run(verbs.release_quarantined("m"))
+    # A node that is not quarantined (or is gone) is left alone, as before.
+    cluster.add_node("a", _held(role="active"))
+    assert not run(verbs.release_quarantined("a"))
+    assert not run(verbs.release_quarantined("gone"))

@@ -12,7 +12,9 @@ touches it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 Mutation = Callable[[JSON], JSON | None]  # fresh node -> patch body, or None to give up
 _ATTEMPTS = 4
+_RELEASE_PAUSES = (0.2, 0.5, 1.0, 2.0)  # seconds between rounds of _ATTEMPTS (a person waits)
 
 
 def _iso(moment: datetime) -> str:
@@ -300,10 +303,19 @@ class NodeVerbs:
         return await self._update(name, mutate) is not None
 
     async def release_quarantined(self, name: str) -> bool:
-        """A person's release of a quarantined node: uncordon and remove every Phased mark."""
+        """A person's release of a quarantined node: uncordon and remove every Phased mark.
+
+        False: the node is gone or not quarantined. A node that keeps changing under the
+        patch (a kubelet or a repair tool busy with it right after the repair) is tried
+        again after a pause, and if it never settles this raises ``Conflict`` — "not
+        quarantined" would send the person looking for a problem that is not there.
+        """
+
+        def quarantined(node: JSON) -> bool:
+            return _labels(node).get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value
 
         def mutate(node: JSON) -> JSON | None:
-            if _labels(node).get(labels.LABEL_ROLE) != NodeRole.QUARANTINED.value:
+            if not quarantined(node):
                 return None
             # Every ownership mark, from the list ownership reads: one left behind (it was
             # phased.dev/replaces, on a node that had replaced another before it failed)
@@ -319,7 +331,18 @@ class NodeVerbs:
                 },
             }
 
-        return await self._update(name, mutate) is not None
+        for pause in (*_RELEASE_PAUSES, None):
+            if await self._update(name, mutate) is not None:
+                return True
+            try:
+                if not quarantined(await self.get(name)):
+                    return False
+            except NotFound:
+                return False
+            if pause is None:
+                break
+            await asyncio.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter
+        raise Conflict(409, "Conflict", f"node {name} kept changing; try again", "patch", "nodes")
 
     async def finish_clearing(self, name: str, job: JobRef) -> bool:
         """Drop ``clearing-since`` from a held node: no guest is left on it."""
