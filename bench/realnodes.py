@@ -113,11 +113,10 @@ class Bench:
         job = self.rn.jax_training_job(
             NAME, self.storage_class, steps=1_000_000, every=EVERY, pace=PACE
         )
-        # Keep every checkpoint: a worker on a silent node runs on (nothing stops its
-        # container until its kubelet is back) and, as rank 0, goes on checkpointing and
-        # pruning; with the example's default of 3 kept it deleted the one the new
-        # generation was told to resume from (found by this bench's first run).
-        job["spec"]["template"]["env"].append({"name": "TRAIN_KEEP_CHECKPOINTS", "value": "100000"})
+        # The example's own pruning (3 kept): a worker on a silent node runs on until its
+        # kubelet is back, and as rank 0 it once pruned the checkpoint the new generation
+        # was told to resume from (this bench's first run). Reports are fenced by
+        # generation now: its next report is refused and it stops (docs/api.md).
         job["spec"]["failurePolicy"].update(
             {
                 "gpuFaultGrace": "0s",
