@@ -153,8 +153,9 @@ def _send(body: dict[str, object], timeout: float, environ: Mapping[str, str] | 
             with urllib.request.urlopen(request, timeout=max(1.0, min(10.0, left))) as answer:  # noqa: S310
                 return 200 <= int(answer.status) < 300
         except urllib.error.HTTPError as exc:
-            if exc.code == SUPERSEDED_STATUS:
-                raise Superseded(_error(exc)) from None
+            why = _superseded(exc)
+            if why is not None:
+                raise Superseded(why) from None
             if exc.code not in RETRY_STATUSES:
                 return False  # refused for good (wrong token, not a report of this job)
         except (urllib.error.URLError, OSError, TimeoutError):
@@ -166,10 +167,15 @@ def _send(body: dict[str, object], timeout: float, environ: Mapping[str, str] | 
         delay = min(delay * 2, 8.0)
 
 
-def _error(exc: urllib.error.HTTPError) -> str:
-    """The operator's ``error`` text from a refusal, or the status line."""
+def _superseded(exc: urllib.error.HTTPError) -> str | None:
+    """The operator's reason when it refused the report as superseded, else None (a 409
+    from anything else on the way, a proxy say, is an ordinary refusal)."""
+    if exc.code != SUPERSEDED_STATUS:
+        return None
     try:
-        message = json.loads(exc.read() or b"{}").get("error")
-    except (ValueError, AttributeError, OSError):
-        message = None
-    return str(message) if message else f"{exc.code} {exc.reason}"
+        body = json.loads(exc.read() or b"{}")
+    except (ValueError, OSError):
+        return None
+    if not isinstance(body, dict) or body.get("superseded") is not True:
+        return None
+    return str(body.get("error") or "this worker's generation was replaced")

@@ -4,8 +4,10 @@ job's store of TrainingJobs is a fake that behaves like the API (resourceVersion
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,34 @@ def test_a_worker_of_a_replaced_generation_is_told_to_stop_and_records_nothing(t
         assert phased_worker.report_checkpoint(200, "/c/final", final=True, environ=old)
 
     _serve(tmp_path, worker)
+
+
+def test_a_conflict_from_anything_but_the_endpoint_is_an_ordinary_refusal(tmp_path):
+    # Only the endpoint's own "superseded" answer stops a worker; a 409 from a proxy on the
+    # way must not end training.
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"error": "conflict"}'
+            self.send_response(409)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        token_file = tmp_path / "token"
+        token_file.write_text("t", encoding="utf-8")
+        env = _environ(server.server_address[1], token_file)
+        assert not phased_worker.report_checkpoint(3, "/c/3", environ=env, timeout=5)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_checkpoint_without_its_path_is_refused(tmp_path):
