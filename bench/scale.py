@@ -2,7 +2,8 @@
 
     python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--idle 60]
                           [--no-profile]
-                          [--baseline REF [--rounds N]] [--cluster NAME --port-base PORT]
+                          [--baseline REF [--rounds N]] [--node-lease-seconds 40]
+                          [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--no-write]
 
 Starts its OWN cluster instance (``phased-bench-scale``, ports 32810-32815, its own folder
@@ -85,7 +86,16 @@ from apiload import (
     total,
 )
 from cluster.nodes import ensure_nodes
-from common import BenchCluster, is_max_rank, median, percentile, table, write_section
+from common import (
+    KUBELET_LEASE_SECONDS,
+    BenchCluster,
+    is_max_rank,
+    lease_note,
+    median,
+    percentile,
+    table,
+    write_section,
+)
 
 WORKERS = 8
 SPARES = 2
@@ -883,6 +893,10 @@ each poll is a list call, so a few tens of ms of the figure are the bench's; wit
 than 100 failures a size, p99 is the slowest one. CPU % is of one
 core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
 failures, on {os.cpu_count()} CPUs (the machine is shared).
+{lease_note(args.node_lease_seconds)} The operator runs with the end-to-end settings
+(`e2e/settings.yaml`: `resyncInterval` 10 s; the chart's default is 30 s): while idle, each job
+is looked at once a resync (a GET of the job, a LIST of its pods) and its status refreshed
+(one PATCH), i.e. 6 of each per job per idle minute.
 
 The API server's counters have no client label, so the operator's share is what is left
 when the others are taken out. Before each operator starts, a control window of the same
@@ -946,6 +960,13 @@ def main(argv: list[str] | None = None) -> int:
         help="with --baseline: run both operators this many times at each size, in "
         "alternating order (before, after, after, before, ...)",
     )
+    p.add_argument(
+        "--node-lease-seconds",
+        type=int,
+        default=KUBELET_LEASE_SECONDS,
+        help="the simulated nodes' Lease duration (a kubelet's: 40); more spares the control "
+        "plane the renewals at thousands of nodes",
+    )
     p.add_argument("--cluster", default="scale", help="bench cluster name (phased-bench-NAME)")
     p.add_argument("--port-base", type=int, default=32810, help="its six ports start here")
     p.add_argument("--keep-cluster", action="store_true")
@@ -966,7 +987,7 @@ def main(argv: list[str] | None = None) -> int:
         variants.insert(0, (baseline.label, baseline.env))
     stopped = ""
     try:
-        cluster.up(h100=min(sizes))
+        cluster.up(h100=min(sizes), lease_seconds=args.node_lease_seconds)
         core = lib.core_v1(cluster.kubeconfig)
         counter = CallCounter(core.api_client)
         kubectl = lib.Kubectl(cluster.kubeconfig)

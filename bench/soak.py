@@ -2,7 +2,8 @@
 minutes. Does anything grow that should not (memory, tasks, planned looks)?
 
     python bench/soak.py [--minutes 120] [--nodes 2000] [--jobs 20] [--failure-every 180]
-                         [--sample-every 30] [--keep-cluster] [--no-write]
+                         [--sample-every 30] [--node-lease-seconds 40] [--keep-cluster]
+                         [--no-write]
 
 Starts its OWN cluster instance (``phased-bench-soak``: own folder, ports 32830-32835; see
 ``bench/common.py``) with ``--nodes`` simulated H100 nodes and no real nodes, and stops it at
@@ -41,9 +42,11 @@ from e2e import lib
 from e2e.harness import CRD, Operator, metric_values
 
 from common import (
+    KUBELET_LEASE_SECONDS,
     BenchCluster,
     crd_established,
     is_max_rank,
+    lease_note,
     load_average,
     median,
     percentile,
@@ -246,7 +249,7 @@ def report(result: Soak, args: argparse.Namespace) -> str:
             summary,
             "Samples (minute, RSS MiB, tasks, planned looks, jobs tracked):",
             table(["minute", "RSS MiB", "tasks", "planned looks", "jobs"], rows),
-            f"Load average at the end: {load_average()}.",
+            f"{lease_note(args.node_lease_seconds)} Load average at the end: {load_average()}.",
         ]
     )
 
@@ -268,6 +271,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--failure-every", type=float, default=180)
     parser.add_argument("--sample-every", type=float, default=30)
+    parser.add_argument("--node-lease-seconds", type=int, default=KUBELET_LEASE_SECONDS)
     parser.add_argument("--port-base", type=int, default=PORT_BASE)
     parser.add_argument("--keep-cluster", action="store_true")
     parser.add_argument("--no-write", action="store_true", help="print, do not touch RESULTS.md")
@@ -275,7 +279,7 @@ def main() -> int:
     if args.jobs * (WORKERS + 2) > args.nodes:
         parser.error(f"{args.jobs} jobs need {args.jobs * (WORKERS + 2)} nodes")
     cluster = BenchCluster("soak", port_base=args.port_base)
-    cluster.up(h100=args.nodes)
+    cluster.up(h100=args.nodes, lease_seconds=args.node_lease_seconds)
     try:
         result = run(cluster, args)
     finally:
