@@ -197,9 +197,9 @@ def lease_note(lease_seconds: int) -> str:
         f"The simulated nodes renew their Lease every {lease_seconds / 4:.0f} s "
         f"(nodeLeaseDurationSeconds {lease_seconds}, a kubelet's is {KUBELET_LEASE_SECONDS}; "
         f"node monitor grace {lease_seconds} s to match): at thousands of nodes a kubelet's "
-        "pace of renewals is most of what the API server and etcd do (2,000 nodes: ~190 "
-        "Lease writes/s) and would measure the 2 CPUs, not the operator, which reads no "
-        "Lease. Failures here are Node conditions, not expired leases."
+        "pace of renewals is most of what the API server and etcd do and would measure the "
+        "machine, not the operator, which reads no Lease. Failures here are Node "
+        "conditions, not expired leases."
     )
 
 
