@@ -933,7 +933,9 @@ window), not hidden.
             body,
         )
     elif not args.no_write:
-        write_section("scale", "4. Scale: 500 to 2,000 nodes, concurrent jobs", body)
+        sizes = sorted({r.asked for r in results})
+        span = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,} to {sizes[-1]:,}"
+        write_section("scale", f"4. Scale: {span} nodes, concurrent jobs", body)
 
 
 def main(argv: list[str] | None = None) -> int:
