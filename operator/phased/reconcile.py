@@ -32,6 +32,7 @@ from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
     JobState,
     NodeRole,
+    RestartScope,
     SpareIdlePolicy,
     TrainingJobSpec,
     parse_spec,
@@ -65,6 +66,7 @@ from phased.core.model import (
 )
 from phased.core.occupancy import blocking, displaceable
 from phased.core.ownership import Kind, LeftAlone, ownership
+from phased.core.podlabels import label_int
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
 from phased.kube.client import Invalid, KubeClient, KubeError
@@ -712,11 +714,12 @@ class Reconciler:
                     return False
                 status = raw.get("status") or {}
                 generation = status.get("restartGeneration")
-                why = reports.superseded(
-                    report,
-                    status.get("phase") if isinstance(status.get("phase"), str) else None,
-                    generation if isinstance(generation, int) else 0,
-                )
+                phase = status.get("phase") if isinstance(status.get("phase"), str) else None
+                current = generation if isinstance(generation, int) else 0
+                why = reports.superseded(report, phase, current)
+                if why is None and (phase, current) == (report.phase, report.generation):
+                    newest = await self._newest_attempt(entry, report)
+                    why = reports.superseded(report, phase, current, newest)
                 if why is not None:
                     raise reports.Superseded(why)
                 old = (meta.get("annotations") or {}).get(reports.ANNOTATION_REPORTS)
@@ -733,6 +736,25 @@ class Reconciler:
                     return True
                 await asyncio.sleep(0.05 * (0.5 + random.random()))  # noqa: S311 - jitter
         raise KubeError(409, "Conflict", "the job kept changing", "patch", "trainingjobs")
+
+    async def _newest_attempt(self, entry: JobEntry, report: reports.Report) -> int | None:
+        """The highest attempt among the worker pods of ``report``'s rank, phase and
+        generation, from a fresh list; None for a job whose ranks are only ever restarted
+        as a gang (its attempts stay 0: no list spent on each report)."""
+        spec = entry.spec
+        if spec is not None and spec.failure_policy.restart_scope == RestartScope.GANG:
+            return None
+        raws = await self.pod_verbs.select(
+            entry.ref.namespace,
+            f"{labels.LABEL_JOB_UID}={entry.ref.uid},{labels.LABEL_RANK}={report.rank}",
+        )
+        pods = [pod_from_raw(raw) for raw in raws]
+        attempts = [
+            label_int(p, labels.LABEL_ATTEMPT) or 0
+            for p in pods
+            if p.phase_name == report.phase and p.generation == report.generation
+        ]
+        return max(attempts, default=None)
 
     # -- periodic work ---------------------------------------------------------------------------
 

@@ -111,6 +111,29 @@ def test_only_a_replaced_generation_of_the_current_phase_is_superseded(
         assert f"generation {generation}" in why and f"generation {current_generation}" in why
 
 
+@pytest.mark.parametrize(
+    ("generation", "attempt", "current_generation", "newest", "refused"),
+    [
+        (1, 0, 1, 1, True),  # rank 0 was replaced on its own: attempt 1 runs elsewhere
+        (1, 1, 1, 3, True),
+        (1, 1, 1, 1, False),  # the replacement itself
+        (1, 2, 1, 1, False),  # a replacement the pod list has not caught up with
+        (1, 0, 1, None, False),  # not looked up (a gang-scoped job)
+        (1, 0, 1, 0, False),
+        (2, 0, 1, 5, False),  # ahead of the status: not judged by the older pods
+        (0, 3, 1, 0, True),  # an older generation, whatever its attempt
+    ],
+)
+def test_a_rank_replaced_on_its_own_supersedes_its_older_attempts(
+    generation, attempt, current_generation, newest, refused
+):
+    report = _r(ReportKind.CHECKPOINT, 7, 0, generation=generation, attempt=attempt)
+    why = superseded(report, "train", current_generation, newest_attempt=newest)
+    assert (why is not None) == refused
+    if why and generation == current_generation:
+        assert f"rank 0 attempt {attempt}" in why and f"replaced by attempt {newest}" in why
+
+
 def test_the_record_round_trips_through_the_annotation():
     store = ReportStore()
     for report in (_r(ReportKind.CHECKPOINT, 5, 1), _r(ReportKind.PROGRESS, 6, 2, 1)):

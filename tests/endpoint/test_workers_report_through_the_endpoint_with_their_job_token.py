@@ -16,6 +16,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import phased_worker
+from phased.api.v1alpha1 import TrainingJobSpec
+from phased.core.labels import (
+    LABEL_ATTEMPT,
+    LABEL_GENERATION,
+    LABEL_JOB_UID,
+    LABEL_PHASE,
+    LABEL_RANK,
+)
 from phased.core.reports import ANNOTATION_REPORTS, decode, report_token
 from phased.core.settings import Settings
 from phased.endpoint import ReportEndpoint
@@ -25,6 +33,12 @@ from tests.core.builders import JOB, T0, phase, spec
 
 KEY = b"0123456789abcdef0123456789abcdef"
 SPEC = spec(phase("train", 2, 2), checkpoint={"report": True})
+WORKER_SCOPED = spec(
+    phase("train", 2, 2),
+    checkpoint={"report": True},
+    launcher={"type": "Torchrun", "rendezvous": "C10d"},
+    failurePolicy={"restartScope": "Worker"},
+)
 
 
 class FakeJobs:
@@ -64,6 +78,42 @@ class FakeJobs:
         return True
 
 
+class FakePods:
+    """The worker pods of the job, listed by label selector (equality terms only)."""
+
+    def __init__(self) -> None:
+        self.pods: list[dict[str, Any]] = []
+        self.lists = 0
+
+    def add(self, rank: int, generation: int, attempt: int, phase_name: str = "train") -> None:
+        self.pods.append(
+            {
+                "metadata": {
+                    "name": f"w-{phase_name}-g{generation}-{rank}-a{attempt}",
+                    "namespace": JOB.namespace,
+                    "labels": {
+                        LABEL_JOB_UID: JOB.uid,
+                        LABEL_PHASE: phase_name,
+                        LABEL_RANK: str(rank),
+                        LABEL_GENERATION: str(generation),
+                        LABEL_ATTEMPT: str(attempt),
+                    },
+                },
+                "status": {"phase": "Running"},
+            }
+        )
+
+    async def select(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        self.lists += 1
+        terms = dict(term.split("=", 1) for term in label_selector.split(","))
+        return [
+            p
+            for p in self.pods
+            if p["metadata"]["namespace"] == namespace
+            and all(p["metadata"]["labels"].get(k) == v for k, v in terms.items())
+        ]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,6 +141,8 @@ def _serve(
     conflicts: int = 0,
     synced: bool = True,
     token: str | None = None,
+    job_spec: TrainingJobSpec = SPEC,
+    pods: FakePods | None = None,
 ) -> FakeJobs:
     """Run the endpoint, call ``body`` (blocking, as a worker would) in a thread."""
     jobs = FakeJobs(conflicts)
@@ -104,9 +156,10 @@ def _serve(
     async def main() -> None:
         reconciler = Reconciler(object(), Settings(), metrics, clock=lambda: T0, report_key=KEY)  # type: ignore[arg-type]
         reconciler.job_verbs = jobs  # type: ignore[assignment]
+        reconciler.pod_verbs = pods or FakePods()  # type: ignore[assignment]
         reconciler.trigger = lambda uid, delay=0.0: None  # type: ignore[method-assign]
         reconciler.jobs[JOB.uid] = JobEntry(
-            ref=JOB, raw={"metadata": {"generation": 1}, "spec": {}}, spec=SPEC
+            ref=JOB, raw={"metadata": {"generation": 1}, "spec": {}}, spec=job_spec
         )
         reconciler.jobs[JOB.uid].spec_generation = JOB.generation
         reconciler.jobs_synced = synced
@@ -195,6 +248,43 @@ def test_a_worker_of_a_replaced_generation_is_told_to_stop_and_records_nothing(t
         assert phased_worker.report_checkpoint(200, "/c/final", final=True, environ=old)
 
     _serve(tmp_path, worker)
+
+
+def test_a_rank_replaced_on_its_own_leaves_its_old_worker_refused_and_told_to_stop(tmp_path):
+    # restartScope Worker: rank 1's node went silent, the rank was started again as attempt
+    # 1 of the same generation elsewhere. Its attempt-0 worker runs on and must stop; rank 0
+    # (never replaced) and the replacement report as usual.
+    pods = FakePods()
+    pods.add(rank=0, generation=2, attempt=0)
+    pods.add(rank=1, generation=2, attempt=0)
+    pods.add(rank=1, generation=2, attempt=1)
+    pods.add(rank=1, generation=1, attempt=4)  # an older generation's record: not this one
+
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        jobs.status = {"phase": "train", "restartGeneration": 2}
+        old = _environ(port, token_file, PHASED_RANK="1", PHASED_ATTEMPT="0")
+        with pytest.raises(phased_worker.Superseded, match=r"rank 1 attempt 0 .* attempt 1"):
+            phased_worker.report_checkpoint(300, "/c/step-300", environ=old, timeout=30)
+        assert jobs.annotations == {} and jobs.patches == 0
+        assert _count(metrics, "checkpoint", "superseded") == 1
+        new = _environ(port, token_file, PHASED_RANK="1", PHASED_ATTEMPT="1")
+        assert phased_worker.report_checkpoint(290, "/c/step-290", environ=new)
+        assert phased_worker.report_progress(301, environ=_environ(port, token_file))  # rank 0
+        store = decode(jobs.annotations[ANNOTATION_REPORTS])
+        assert store.checkpoint is not None and store.checkpoint.path == "/c/step-290"
+
+    _serve(tmp_path, worker, job_spec=WORKER_SCOPED, pods=pods)
+
+
+def test_a_gang_scoped_job_spends_no_pod_list_on_a_report(tmp_path):
+    pods = FakePods()
+
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        jobs.status = {"phase": "train", "restartGeneration": 2}
+        assert phased_worker.report_progress(5, environ=_environ(port, token_file))
+        assert pods.lists == 0
+
+    _serve(tmp_path, worker, pods=pods)
 
 
 def test_a_conflict_from_anything_but_the_endpoint_is_an_ordinary_refusal(tmp_path):

@@ -114,7 +114,9 @@ def merge(store: ReportStore, report: Report) -> ReportStore:
     return replace(store, checkpoint=checkpoint, progress=progress, firsts=firsts)
 
 
-def superseded(report: Report, phase: str | None, generation: int) -> str | None:
+def superseded(
+    report: Report, phase: str | None, generation: int, newest_attempt: int | None = None
+) -> str | None:
     """Why ``report`` comes from workers Phased has already replaced, or None.
 
     ``phase`` and ``generation`` are the job's current phase and restart generation (its
@@ -124,13 +126,27 @@ def superseded(report: Report, phase: str | None, generation: int) -> str | None
     refuses the report (the helper raises ``Superseded``) so the old worker stops instead of
     overwriting or pruning them. Reports of another phase are not judged here (a late final
     checkpoint of a phase just ended is harmless: each phase checkpoints to its own
-    directory and keeps its own record)."""
-    if phase is None or report.phase != phase or report.generation >= generation:
+    directory and keeps its own record).
+
+    A rank replaced on its own (``restartScope: Worker``) keeps its generation and gets the
+    next attempt: ``newest_attempt`` is the highest attempt among the worker pods of the
+    report's rank in the current phase and generation (None: not looked up). A report of an
+    older attempt of that rank is from the worker the replacement left behind, refused alike.
+    """
+    if phase is None or report.phase != phase or report.generation > generation:
         return None
-    return (
-        f"generation {report.generation} of phase {phase} was replaced by generation "
-        f"{generation}: stop, the checkpoints belong to the new generation"
-    )
+    if report.generation < generation:
+        return (
+            f"generation {report.generation} of phase {phase} was replaced by generation "
+            f"{generation}: stop, the checkpoints belong to the new generation"
+        )
+    if newest_attempt is not None and report.attempt < newest_attempt:
+        return (
+            f"rank {report.rank} attempt {report.attempt} of phase {phase} (generation "
+            f"{generation}) was replaced by attempt {newest_attempt}: stop, the rank runs "
+            "elsewhere now"
+        )
+    return None
 
 
 def _report_data(report: Report) -> dict[str, Any]:
