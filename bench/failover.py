@@ -95,12 +95,13 @@ class Replicas:
         """The replica named in the Lease (its identity carries its pid)."""
         from kubernetes import client
 
-        holder = (
+        spec = (
             client.CoordinationV1Api(core.api_client)
             .read_namespaced_lease(LEASE, self.namespace)
-            .spec.holder_identity
-            or ""
+            .spec
         )
+        # A Lease without a spec has no holder: the error below says so.
+        holder = (spec.holder_identity if spec is not None else None) or ""
         for op in self.pair:
             if op.proc is not None and holder.endswith(f"-{op.proc.pid}"):
                 return op

@@ -222,6 +222,9 @@ class Sim:
         """The running generation's key when every rank is Running on a Ready node."""
         if self.status.state in (JobState.SUCCEEDED, JobState.FAILED):
             return None
+        phase = self.status.phase
+        if phase is None:  # no phase started yet: no gang to be whole
+            return None
         pods = self._gen_pods()
         world = self.status.world_size or 0
         if not pods or world == 0:
@@ -235,7 +238,7 @@ class Sim:
         }
         if not all(r in running for r in range(world)):
             return None
-        key = (self.status.phase, self.status.restart_generation)
+        key = (phase, self.status.restart_generation)
         return None if key == self.broken_key else key
 
     def _phase_work(self) -> float:
@@ -259,8 +262,9 @@ class Sim:
 
     def _refresh_training(self) -> None:
         """After actions: start a productive stretch when the gang became whole."""
-        if self.status.phase != self.phase_name:
-            self.phase_name = self.status.phase
+        # No phase yet (status.phase None) is the "" the sim starts with, as in core/recovery.
+        if (self.status.phase or "") != self.phase_name:
+            self.phase_name = self.status.phase or ""
             self.progress = self.checkpoint = self.segment_start = 0.0
             self.productive_from = None
             self.broken_key = None

@@ -428,7 +428,8 @@ class KueueProcess:
     def _api(self) -> Any:
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=self.kubeconfig)
+        # kubernetes.config is unannotated (phased/kube/inspect.py makes the same call).
+        return config.new_client_from_config(config_file=self.kubeconfig)  # type: ignore[no-untyped-call]
 
     def _apply(self, docs: Sequence[Mapping[str, Any]]) -> None:
         """Server-side apply through kubectl (the Workload CRD is too large for the

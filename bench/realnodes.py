@@ -142,14 +142,14 @@ class Bench:
 
     def first_steps(self, pods: list[Any]) -> float:
         """When training went on: the later of the ranks' first step (both must step)."""
-        firsts = []
+        firsts: list[float] = []
         for pod in pods:
             steps = [
                 e["time"]
                 for e in self.rn.events(self.core, self.ns, pod.metadata.name)
                 if e.get("event") == "step"
             ]
-            firsts.append(min(steps))
+            firsts.append(float(min(steps)))  # the worker prints time.time()
         return max(firsts)
 
     @staticmethod

@@ -48,6 +48,7 @@ Trials overlap, each in its own Job or TrainingJob (see the notes the section pr
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
@@ -253,7 +254,9 @@ class PodWatch:
                     for pod in listed.items:
                         self._update(pod)
                     version = listed.metadata.resource_version
-                stream = watch.Watch().stream(
+                # kubernetes.watch is unannotated (the operator's own watch subclasses it
+                # and relaxes the check for its module: pyproject.toml).
+                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
                     self.core.list_pod_for_all_namespaces,
                     resource_version=version,
                     timeout_seconds=60,
@@ -462,15 +465,20 @@ class Vanilla:
     def start_job(
         self, name: str, zone: str, succeed_after: str | None = None
     ) -> list[PodView] | None:
-        self.batch.create_namespaced_job(
-            self.ns, indexed_job(name, self.system, zone, succeed_after)
-        )
+        self.create_job(indexed_job(name, self.system, zone, succeed_after))
 
         def running() -> list[PodView] | None:
             pods = self.job_pods(name, lambda p: p.phase == "Running" and not p.deleting)
             return pods if len(pods) == WORKERS else None
 
         return wait_for(running, 300, interval=0.25)
+
+    def create_job(self, manifest: dict[str, Any]) -> None:
+        """Create the Job of ``manifest``. The client's ``validate_call`` turns a dict body
+        into a V1Job anyway; doing it here, where mypy sees it, sends the same request."""
+        from kubernetes import client
+
+        self.batch.create_namespaced_job(self.ns, client.V1Job.model_validate(manifest))
 
     def job_pods(self, job: str, pred: Callable[[PodView], bool]) -> list[PodView]:
         return self.watch.select(self.ns, job, pred)
@@ -488,17 +496,18 @@ class Vanilla:
         not failed: the latest of those moments, or None."""
         latest = since
         for index, old_uid in lost.items():
-            fresh = self.job_pods(
-                job,
-                lambda p, i=index, u=old_uid: (
+
+            def new_and_running(p: PodView, i: str = index, u: str = old_uid) -> bool:
+                return (
                     p.annotations.get(INDEX) == i
                     and p.uid != u
                     and p.running_at is not None
                     and p.phase == "Running"
                     and not p.deleting
                     and p.node not in failed
-                ),
-            )
+                )
+
+            fresh = self.job_pods(job, new_and_running)
             if not fresh:
                 return None
             latest = max(latest, min(p.running_at or since for p in fresh))
@@ -607,7 +616,7 @@ class Vanilla:
             inject(self.core, trial.kind, victim)
             trial.t_fail = now()
             trial.victims = [victim]
-            self.batch.create_namespaced_job(self.ns, indexed_job(second, self.system, zone))
+            self.create_job(indexed_job(second, self.system, zone))
 
             def all_running() -> float | None:
                 pods = self.job_pods(
@@ -644,11 +653,11 @@ class Vanilla:
         for kind in ("gpu-fault", "gpu-drop"):
             for start in range(0, len(made.get(kind, [])), WORKERS):
                 group = made[kind][start : start + WORKERS]
-                work.append(lambda g=group: self.shared(g))
+                work.append(functools.partial(self.shared, group))
         evicting = [k for k in kinds if k not in ("gpu-fault", "gpu-drop", "phase-boundary")]
         for i in range(trials):
-            work += [lambda t=made[k][i]: self.single(t) for k in evicting]
-        work += [lambda t=t: self.boundary(t) for t in made.get("phase-boundary", [])]
+            work += [functools.partial(self.single, made[k][i]) for k in evicting]
+        work += [functools.partial(self.boundary, t) for t in made.get("phase-boundary", [])]
         run_all(self.system, work, self.max_jobs)
         self.watch.stop()
         return results
@@ -742,6 +751,8 @@ class PhasedSide:
             obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
         except Exception:
             return {}
+        if not isinstance(obj, dict):  # the client types custom objects as plain `object`
+            raise TypeError(f"TrainingJob {ns}/{name}: not a JSON object: {type(obj).__name__}")
         return dict(obj.get("status") or {})
 
     def create(self, ns: str, body: dict[str, Any]) -> None:
@@ -894,7 +905,11 @@ class PhasedSide:
                 for node in trial.victims:
                     restore(self.core, trial.kind, node)
                 # The next trial's job claims from what this one gives back.
-                wait_for(lambda n=name: not self.status(ns, n), 60, interval=0.5)
+
+                def gone(n: str = name) -> bool:
+                    return not self.status(ns, n)
+
+                wait_for(gone, 60, interval=0.5)
 
     def delete(self, ns: str, name: str) -> None:
         try:
@@ -924,9 +939,9 @@ class PhasedSide:
                 for lane in range(lanes):
                     mine = made[lane::lanes]
                     if kind == "phase-boundary":
-                        work.append(lambda n=lane, m=mine: self.boundary_lane(n, m))
+                        work.append(functools.partial(self.boundary_lane, lane, mine))
                     else:
-                        work.append(lambda k=kind, n=lane, m=mine: self.lane(k, n, m))
+                        work.append(functools.partial(self.lane, kind, lane, mine))
             run_all("phased", work, len(work))
         finally:
             operator.stop()

@@ -59,10 +59,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 
 import yaml
 from e2e import lib
+from e2e.cluster.nodes import ensure_nodes
 from e2e.harness import CRD, Operator, metric_values
 
 from apiload import (
@@ -85,7 +85,6 @@ from apiload import (
     top,
     total,
 )
-from cluster.nodes import ensure_nodes
 from common import (
     KUBELET_LEASE_SECONDS,
     BenchCluster,
@@ -433,9 +432,11 @@ def run_size(
             node = victim.spec.node_name
             before = {p.metadata.uid for p in by_job[job_uid]}
             lib.make_node_not_ready(core, node, wait=None)
-            lib.wait_until(
-                lambda node=node: lib.node_ready(core, node) == "False", 30, interval=0.05
-            )
+
+            def not_ready(node: str = node) -> bool:
+                return lib.node_ready(core, node) == "False"
+
+            lib.wait_until(not_ready, 30, interval=0.05)
             visible = time.monotonic()
 
             def replaced(job_uid: str = job_uid, before: set[str] = before) -> bool:
@@ -566,10 +567,10 @@ def profile_report(path: Path, top: int = 12) -> str:
         if len(lines) >= top:
             break
     funcs = table(["phased function", "calls", "own s", "cumulative s"], lines)
-    own = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)
+    by_own_time = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)
     hot = [
         [f"{Path(f).name}:{ln} {n}"[:70], nc, f"{tt:.1f}"]
-        for (f, ln, n), (_cc, nc, tt, _ct, _c) in own
+        for (f, ln, n), (_cc, nc, tt, _ct, _c) in by_own_time
         if "epoll" not in n
     ][:8]
     hottest = table(["own time, any code", "calls", "own s"], hot)
