@@ -40,10 +40,11 @@ lock: ## Refresh requirements/*.txt from pyproject.toml (LOCK_FLAGS=--upgrade to
 	$(LOCK) $(LOCK_FLAGS) requirements/build.in -o requirements/build.txt
 	$(LOCK) $(LOCK_FLAGS) --no-deps requirements/trainer.in -o requirements/trainer.txt
 
-lint: ## ruff, mypy --strict, the import-layer contracts, the chart's CRD copy
+lint: ## ruff, mypy --strict (operator, bench), the import-layer contracts, the chart's CRD copy
 	ruff check operator tests e2e bench hack examples
 	ruff format --check operator
 	mypy
+	mypy bench
 	lint-imports
 	$(PYTHON) hack/sync-chart-crds.py --check
 
