@@ -267,3 +267,70 @@ def _run(
     # The lost work is a metric too.
     series = f'phased_job_lost_work_seconds_total{{namespace="{namespace}",trainingjob="{name}"}}'
     assert series in op.scrape()
+
+
+def test_a_rank_replaced_on_its_own_leaves_its_old_worker_refused(
+    reporting_operator: Operator,
+    kubectl: lib.Kubectl,
+    core: Any,
+    namespace: str,
+    sim_node: Any,
+    kubeconfig: str,
+    tmp_path: Path,
+    simulated: bool,
+) -> None:
+    """restartScope Worker: the lost rank starts again as the next attempt of the same
+    generation; the worker it replaced (on the failed node) is refused through the real pod
+    list, the replacement and the untouched rank report as usual."""
+    name = "ckpt-worker"
+    job = _job(name)
+    job["spec"]["launcher"] = {"type": "Torchrun", "rendezvous": "C10d"}
+    job["spec"]["failurePolicy"]["restartScope"] = "Worker"
+    del job["spec"]["checkpoint"]["volume"]
+    apply(kubectl, namespace, job)
+    uid = get_job(kubectl, namespace, name)["metadata"]["uid"]
+    try:
+        workers = lib.wait_until(
+            lambda: _running_workers(core, namespace, uid, 0), 120, message="workers running"
+        )
+        token_file = tmp_path / "token"
+        secret = core.read_namespaced_secret(f"{name}-report", namespace)
+        token_file.write_bytes(base64.b64decode(secret.data["token"]))
+        lost, kept = sorted(workers, key=lambda p: p.metadata.labels["phased.dev/rank"])
+        assert phased_worker.report_progress(10, environ=_as_worker(lost, token_file))
+
+        lib.make_node_not_ready(core, sim_node(lost.spec.node_name), wait=None)
+        rank = lost.metadata.labels["phased.dev/rank"]
+
+        def replacement() -> Any:
+            return next(
+                (
+                    p
+                    for p in live_workers(core, namespace, uid)
+                    if p.metadata.labels.get("phased.dev/rank") == rank
+                    and p.metadata.labels.get("phased.dev/attempt") == "1"
+                    and p.status.phase == "Running"
+                ),
+                None,
+            )
+
+        new = lib.wait_until(replacement, 120, message="the rank's attempt 1 running")
+        assert new.metadata.labels["phased.dev/restart-generation"] == "0"  # no gang restart
+        with pytest.raises(phased_worker.Superseded, match=f"rank {rank} attempt 0"):
+            phased_worker.report_checkpoint(
+                20, "/checkpoints/step-20", environ=_as_worker(lost, token_file)
+            )
+        assert phased_worker.report_checkpoint(
+            15, "/checkpoints/step-15", environ=_as_worker(new, token_file)
+        )
+        assert phased_worker.report_progress(16, environ=_as_worker(kept, token_file))
+        reports = get_job(kubectl, namespace, name)["metadata"]["annotations"]["phased.dev/reports"]
+        assert '"step":20' not in reports and '"path":"/checkpoints/step-15"' in reports
+    finally:
+        kubectl("delete", "trainingjob", name, "-n", namespace, "--wait=false")
+        lib.wait_until(
+            lambda: set(nodes_of(core, uid).values()) <= {"quarantined"},
+            60,
+            message="nodes released",
+        )
+        release_quarantined(kubeconfig)
