@@ -142,7 +142,10 @@ def make_node(i: int) -> NodeInfo:
     )
 
 
-def _owned(n: NodeInfo, role: NodeRole) -> NodeInfo:
+def _owned(n: NodeInfo, role: NodeRole, installation: str) -> NodeInfo:
+    """``n`` claimed for the job, as the kube layer's claim writes it: the job's marks and
+    this installation's label (without it the node is no installation's, and decide, rightly,
+    neither holds nor claims it)."""
     node_labels = dict(n.labels)
     node_labels.update(
         {
@@ -150,6 +153,7 @@ def _owned(n: NodeInfo, role: NodeRole) -> NodeInfo:
             labels.LABEL_JOB: JOB.name,
             labels.LABEL_JOB_NAMESPACE: JOB.namespace,
             labels.LABEL_ROLE: role.value,
+            labels.LABEL_INSTALLATION: installation,
         }
     )
     taints = tuple(t for t in n.taints if t.key != labels.TAINT_POOL)
@@ -336,7 +340,9 @@ class Sim:
 
     def _apply(self, action: Action) -> None:
         if isinstance(action, ClaimNode | SetNodeRole):
-            self.nodes[action.node] = _owned(self.nodes[action.node], action.role)
+            self.nodes[action.node] = _owned(
+                self.nodes[action.node], action.role, self.settings.installation
+            )
         elif isinstance(action, ReleaseNode):
             n = self.nodes[action.node]
             kept = {k: v for k, v in n.labels.items() if not k.startswith(labels.PREFIX)}
@@ -348,7 +354,7 @@ class Sim:
                 unschedulable=False,
             )
         elif isinstance(action, QuarantineNode):
-            n = _owned(self.nodes[action.node], NodeRole.QUARANTINED)
+            n = _owned(self.nodes[action.node], NodeRole.QUARANTINED, self.settings.installation)
             note = QuarantineNote.for_action(
                 JOB.uid, action.reason, action.message, action.detected, action.cordoned
             )
@@ -358,7 +364,7 @@ class Sim:
                 annotations={labels.ANNOTATION_QUARANTINE: encode_quarantine(note)},
             )
         elif isinstance(action, UnquarantineNode):
-            n = _owned(self.nodes[action.node], NodeRole.SPARE)
+            n = _owned(self.nodes[action.node], NodeRole.SPARE, self.settings.installation)
             self.nodes[n.name] = replace(n, unschedulable=False, annotations={})
         elif isinstance(action, CreatePod):
             meta = action.manifest["metadata"]
