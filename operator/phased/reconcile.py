@@ -18,6 +18,7 @@ task at a time, and an event that arrives meanwhile runs it once more afterwards
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
@@ -163,6 +164,56 @@ class _Queue:
     dirty: set[str] = field(default_factory=set)
 
 
+class PassSlots:
+    """At most ``n`` reconcile passes at once; a job woken by a change goes before one woken
+    by the periodic resync.
+
+    Every resync wakes every job at the same moment: with a plain FIFO semaphore, a job whose
+    node just failed queued behind all of them (seconds at hundreds of jobs) before its swap
+    was even decided. Waiters are taken urgent first, then in arrival order; a routine waiter
+    woken again by a change is promoted (:meth:`promote`). A slot freed while others
+    wait passes straight to the next waiter, so no newcomer overtakes them."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._seq = itertools.count()
+        # uid -> [urgent, arrival, future]; small (one per job at most), so release scans it.
+        self._waiting: dict[str, list[Any]] = {}
+
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def promote(self, uid: str) -> None:
+        """``uid``'s routine waiter, if any, is urgent from now on, in the order of the change
+        that woke it (behind the urgent ones already waiting)."""
+        waiter = self._waiting.get(uid)
+        if waiter is not None and not waiter[0]:
+            waiter[0], waiter[1] = True, next(self._seq)
+
+    async def acquire(self, uid: str, urgent: bool) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[uid] = [urgent, next(self._seq), future]
+        try:
+            await future
+        except asyncio.CancelledError:
+            if self._waiting.get(uid, [None, None, None])[2] is future:
+                del self._waiting[uid]
+            if future.done() and not future.cancelled():
+                self.release()  # handed a slot just as it was cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        if not self._waiting:
+            self._free += 1
+            return
+        uid = min(self._waiting, key=lambda u: (not self._waiting[u][0], self._waiting[u][1]))
+        _, _, future = self._waiting.pop(uid)
+        future.set_result(None)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -198,7 +249,7 @@ class Reconciler:
         self.jobs: dict[str, JobEntry] = {}
         self.jobs_synced = False
         self._queue = _Queue()
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = PassSlots(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._resync = parse_duration(settings.resync_interval)
         # Pods seen on nodes found occupied: (monotonic time, pods). Kept for a resync
@@ -270,11 +321,14 @@ class Reconciler:
             ):
                 self.trigger(uid)
 
-    def trigger_all(self) -> None:
+    def trigger_all(self, routine: bool = False) -> None:
         for uid in list(self.jobs):
-            self.trigger(uid)
+            self.trigger(uid, routine=routine)
 
-    def trigger(self, uid: str, delay: float = 0.0) -> None:
+    def trigger(self, uid: str, delay: float = 0.0, *, routine: bool = False) -> None:
+        """Look at job ``uid`` again (after ``delay`` s). ``routine``: nothing is known to have
+        changed (the periodic resync); such a pass waits for a slot behind every job woken
+        by a change (:class:`PassSlots`)."""
         if self._closing:
             return
         if delay > 0:
@@ -284,9 +338,11 @@ class Reconciler:
             self._queue.dirty.add(uid)
             return
         if uid in self._queue.pending:
+            if not routine:
+                self._slots.promote(uid)
             return
         self._queue.pending.add(uid)
-        task = asyncio.get_running_loop().create_task(self._run(uid))
+        task = asyncio.get_running_loop().create_task(self._run(uid, urgent=not routine))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -304,8 +360,9 @@ class Reconciler:
         entry.timer_due = due
         entry.timer = asyncio.get_running_loop().call_later(delay, self.trigger, uid)
 
-    async def _run(self, uid: str) -> None:
-        async with self._slots:
+    async def _run(self, uid: str, urgent: bool = True) -> None:
+        await self._slots.acquire(uid, urgent)
+        try:
             self._queue.pending.discard(uid)
             self._queue.running.add(uid)
             try:
@@ -326,6 +383,8 @@ class Reconciler:
                         break
             finally:
                 self._queue.running.discard(uid)
+        finally:
+            self._slots.release()
 
     async def _guarded(self, uid: str) -> bool:
         started = time.perf_counter()

@@ -43,7 +43,7 @@ def _after(held: dict[str, Any], event: dict[str, Any], own: str = "") -> tuple[
     return asyncio.run(scenario())
 
 
-async def _no_pass(uid: str) -> None:
+async def _no_pass(uid: str, urgent: bool = True) -> None:
     return None
 
 

@@ -113,7 +113,7 @@ async def _periodic(reconciler: Reconciler) -> None:
                 last_relist = time.monotonic()
             await reconciler.release_orphans()
             reconciler.survey()
-            reconciler.trigger_all()
+            reconciler.trigger_all(routine=True)
         except asyncio.CancelledError:
             raise
         except Exception:
