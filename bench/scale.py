@@ -965,7 +965,14 @@ window), not hidden.
             "\nProfile of the operator at the largest size (cProfile):\n\n```\n" + prof + "\n```\n"
         )
     print(body)
-    if not args.no_write and baseline is not None:
+    if not args.no_write and baseline is not None and args.change:
+        slug = "-".join("".join(c if c.isalnum() else " " for c in args.change.lower()).split())
+        write_section(
+            f"scale-before-after-{slug}",
+            f"4c. Scale, before and after: {args.change}",
+            body,
+        )
+    elif not args.no_write and baseline is not None:
         write_section(
             "scale-before-after" + ("" if args.rounds == 1 else f"-{args.rounds}-rounds"),
             "4b. Scale, before and after: one operator against another on the same cluster",
@@ -993,6 +1000,12 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline",
         metavar="REF",
         help="also run the operator of commit REF at each size, before this checkout's",
+    )
+    p.add_argument(
+        "--change",
+        metavar="TEXT",
+        help="with --baseline: what the compared commits change; the section is headed with "
+        "it and kept apart from other before/after sections",
     )
     p.add_argument(
         "--rounds",
