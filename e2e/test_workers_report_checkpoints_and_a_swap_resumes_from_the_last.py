@@ -107,6 +107,19 @@ def _job(name: str) -> dict[str, Any]:
     }
 
 
+def _delete_and_give_back(
+    kubectl: lib.Kubectl, core: Any, kubeconfig: str, namespace: str, name: str, uid: str
+) -> None:
+    """Delete the job, wait for its nodes to be released, give back the quarantined ones."""
+    kubectl("delete", "trainingjob", name, "-n", namespace, "--wait=false")
+    lib.wait_until(
+        lambda: set(nodes_of(core, uid).values()) <= {"quarantined"},
+        60,
+        message="nodes released",
+    )
+    release_quarantined(kubeconfig)
+
+
 def _env_of(pod: Any) -> dict[str, str]:
     return {e.name: e.value for e in pod.spec.containers[0].env or [] if e.value is not None}
 
@@ -135,13 +148,7 @@ def test_reports_feed_the_status_survive_a_crash_and_time_a_swap(
     try:
         _run(reporting_operator, kubectl, core, namespace, sim_node, tmp_path, name, uid)
     finally:
-        kubectl("delete", "trainingjob", name, "-n", namespace, "--wait=false")
-        lib.wait_until(
-            lambda: set(nodes_of(core, uid).values()) <= {"quarantined"},
-            60,
-            message="nodes released",
-        )
-        release_quarantined(kubeconfig)
+        _delete_and_give_back(kubectl, core, kubeconfig, namespace, name, uid)
         core.delete_persistent_volume(pv)
 
 
@@ -327,10 +334,4 @@ def test_a_rank_replaced_on_its_own_leaves_its_old_worker_refused(
         reports = get_job(kubectl, namespace, name)["metadata"]["annotations"]["phased.dev/reports"]
         assert '"step":20' not in reports and '"path":"/checkpoints/step-15"' in reports
     finally:
-        kubectl("delete", "trainingjob", name, "-n", namespace, "--wait=false")
-        lib.wait_until(
-            lambda: set(nodes_of(core, uid).values()) <= {"quarantined"},
-            60,
-            message="nodes released",
-        )
-        release_quarantined(kubeconfig)
+        _delete_and_give_back(kubectl, core, kubeconfig, namespace, name, uid)
