@@ -75,3 +75,29 @@ def test_a_node_that_recovers_inside_the_grace_is_no_longer_a_suspect():
         _snap(with_ready(owned(node("a0"), A), True, at(5)), first.status), SETTINGS, at(6)
     )
     assert back.status.suspects == [] and of_type(back, QuarantineNode) == []
+
+
+def _not_ready(status: str, since):
+    a0 = owned(node("a0"), A)
+    others = tuple(c for c in a0.conditions if c.type != "Ready")
+    return replace(a0, conditions=(NodeCondition("Ready", status, since), *others))
+
+
+def test_a_not_ready_node_that_goes_silent_keeps_its_grace_clock():
+    # The kubelet said NotReady, then stopped reporting: Ready goes False -> Unknown with a
+    # new transition time, but the node was never back, so its 30s still count from -20.
+    first = decide(_snap(_not_ready("False", at(-20))), SETTINGS, T0)
+    assert of_type(first, QuarantineNode) == [] and first.requeue_after == 10
+    silent = _snap(_not_ready("Unknown", at(5)), first.status)
+    assert of_type(decide(silent, SETTINGS, at(8)), QuarantineNode) == []
+    (q,) = of_type(decide(silent, SETTINGS, at(10)), QuarantineNode)
+    assert q.detected == at(-20)
+
+
+def test_a_node_seen_ready_again_restarts_its_grace_clock():
+    first = decide(_snap(_not_ready("False", at(-20))), SETTINGS, T0)
+    back = decide(_snap(_not_ready("True", at(5)), first.status), SETTINGS, at(6))
+    again = _snap(_not_ready("False", at(8)), back.status)
+    assert of_type(decide(again, SETTINGS, at(30)), QuarantineNode) == []
+    (q,) = of_type(decide(again, SETTINGS, at(38)), QuarantineNode)
+    assert q.detected == at(8)

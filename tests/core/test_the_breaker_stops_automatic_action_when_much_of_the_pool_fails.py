@@ -8,7 +8,15 @@ from datetime import timedelta
 from phased.api.v1alpha1 import FailureRecord, JobState, NodeRole, TrainingJobStatus
 from phased.core import labels
 from phased.core.decide import decide
-from phased.core.model import DeletePod, NodeInfo, Plan, QuarantineNode, SetNodeRole, Snapshot
+from phased.core.model import (
+    DeletePod,
+    NodeCondition,
+    NodeInfo,
+    Plan,
+    QuarantineNode,
+    SetNodeRole,
+    Snapshot,
+)
 from phased.core.times import format_time
 from tests.core.builders import (
     SETTINGS,
@@ -181,6 +189,30 @@ def test_a_partial_recovery_keeps_holding_the_rest():
     assert _breaker_events(plan) == [] and of_type(plan, QuarantineNode) == []
     assert _mass(plan).status == "True"
     assert [h.node for h in plan.status.breaker.held] == ["a1", "a2", "a3"]
+
+
+def test_a_held_node_whose_not_ready_turns_unknown_stays_held_from_its_first_sight():
+    # Ready=False, then the node lifecycle controller marks it Unknown (the kubelet went
+    # silent): a new transition time, but the node never came back. It stays held, and the
+    # time it is held from is still the one it was first held with.
+    down = tuple(
+        replace(n, conditions=(NodeCondition("Ready", "False", at(-60)),)) if i < 3 else n
+        for i, n in enumerate(_nodes(0))
+    )
+    snap = replace(_pool(0), nodes=down)
+    plan = decide(snap, SETTINGS, T0)
+    held = plan.status.breaker.held
+    assert [h.node for h in held] == ["a0", "a1", "a2"]
+    silent = tuple(
+        replace(n, conditions=(NodeCondition("Ready", "Unknown", at(30)),)) if n.name == "a1" else n
+        for n in down
+    )
+    plan = decide(_again(snap, plan, nodes=silent), SETTINGS, at(31))
+    assert _breaker_events(plan) == [] and of_type(plan, QuarantineNode) == []
+    assert [(h.node, h.since) for h in plan.status.breaker.held] == [
+        (h.node, h.since) for h in held
+    ]
+    assert plan.status.breaker.held[1].message == "node a1 Ready=Unknown"
 
 
 def test_a_new_failure_while_holding_is_held_too_without_an_event():

@@ -4,8 +4,12 @@ Only nodes the job holds as active or spare are examined. A node has failed when
 
 * its ``Ready`` condition is False/Unknown for ``notReadyGrace``, counted from the
   condition's ``last_transition`` (not from when Phased noticed, so a restarted operator does
-  not wait twice; a flapping node restarts the clock at every transition);
-* one of ``gpuFaultConditions`` is True for ``gpuFaultGrace``, from its transition;
+  not wait twice). A node seen Ready again restarts the clock; a change between False and
+  Unknown does not (the kubelet said NotReady, then went silent: it was never back), so a
+  trouble the job already recorded — a suspect, or a failure the breaker holds — keeps its
+  first-seen time while it lasts;
+* one of ``gpuFaultConditions`` is True for ``gpuFaultGrace``, from its transition (kept the
+  same way);
 * it is Ready but allocates fewer GPUs than ``gpusPerNode`` for ``gpuDropGrace``: no
   condition records when that began, so the first sighting is kept in ``status.suspects``;
 * it is in ``status.pool`` but gone from a synced node view (``NodeDeleted``, at once).
@@ -80,11 +84,30 @@ class Detection:
     wake_in: float | None  # seconds until the next grace runs out
 
 
-def _first_seen(previous: Sequence[Suspect], node: str, reason: str, now: datetime) -> datetime:
+def _recorded(previous: Sequence[Suspect], node: str, reason: str) -> datetime | None:
+    """When the job first saw ``node`` in this trouble, if it recorded it (a suspect, or a
+    failure the breaker holds)."""
     for suspect in previous:
         if suspect.node == node and suspect.reason == reason:
-            return parse_time(suspect.since) or now
-    return now
+            return parse_time(suspect.since)
+    return None
+
+
+def _first_seen(previous: Sequence[Suspect], node: str, reason: str, now: datetime) -> datetime:
+    return _recorded(previous, node, reason) or now
+
+
+def _began(
+    previous: Sequence[Suspect],
+    node: str,
+    reason: str,
+    transition: datetime | None,
+    now: datetime,
+) -> datetime:
+    """When a trouble read from a condition began: its transition, or the earlier time the
+    job recorded for it (the condition changed between two bad states since)."""
+    known = [t for t in (transition, _recorded(previous, node, reason)) if t is not None]
+    return min(known) if known else now
 
 
 def troubles(
@@ -100,9 +123,8 @@ def troubles(
     ready = node.condition("Ready")
     if ready is None or ready.status != "True":
         status = ready.status if ready is not None else "missing"
-        since = (ready.last_transition if ready is not None else None) or _first_seen(
-            previous, node.name, FailureReason.NOT_READY, now
-        )
+        transition = ready.last_transition if ready is not None else None
+        since = _began(previous, node.name, FailureReason.NOT_READY, transition, now)
         found.append(
             Trouble(
                 node.name,
@@ -116,9 +138,7 @@ def troubles(
     for kind in policy.gpu_fault_conditions:
         cond = node.condition(kind)
         if cond is not None and cond.status == "True":
-            since = cond.last_transition or _first_seen(
-                previous, node.name, FailureReason.GPU_FAULT, now
-            )
+            since = _began(previous, node.name, FailureReason.GPU_FAULT, cond.last_transition, now)
             detail = cond.message or cond.reason
             found.append(
                 Trouble(
