@@ -820,12 +820,14 @@ class Reconciler:
     async def relist_nodes(self) -> None:
         """Replace the node view with a fresh list; wake the jobs whose nodes changed."""
         data = await self.node_verbs.list(self.settings.node_selector)
-        self.nodes_listed(data.get("items") or [])
+        version = str((data.get("metadata") or {}).get("resourceVersion") or "")
+        self.nodes_listed(data.get("items") or [], version)
 
-    def nodes_listed(self, items: list[dict[str, Any]]) -> None:
-        """A full list of Nodes (a relist, or the node watch's own list): replace the view
-        with it and wake the jobs whose nodes changed."""
-        changed = self.nodes.replace_all(items)
+    def nodes_listed(self, items: list[dict[str, Any]], version: str = "") -> None:
+        """A full list of Nodes taken at resourceVersion ``version`` (a relist, or the node
+        watch's own list): replace the view with it, never rolling back what the watch
+        delivered since, and wake the jobs whose nodes changed."""
+        changed = self.nodes.replace_all(items, version)
         if changed:
             owners = {n.owner_uid for n in self.nodes.all() if n.name in changed and n.owner_uid}
             for uid in owners:

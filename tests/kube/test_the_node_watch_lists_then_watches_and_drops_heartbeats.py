@@ -159,9 +159,9 @@ class Recorder:
         self.events: list[tuple[str | None, str, str]] = []
         self.alive = 0
 
-    def on_list(self, items: list[Any]) -> None:
+    def on_list(self, items: list[Any], version: str) -> None:
         self.lists.append([i["metadata"]["name"] for i in items])
-        self.view.replace_all(items)
+        self.view.replace_all(items, version)
 
     def on_event(self, kind: str | None, raw: Any) -> None:
         self.events.append((kind, raw["metadata"]["name"], raw["metadata"]["resourceVersion"]))

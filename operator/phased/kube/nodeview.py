@@ -24,6 +24,8 @@ class NodeView:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
         self._prints: dict[str, int | None] = {}  # name -> fingerprint of what _nodes holds
+        # Deletions the watch delivered since the last full list: name -> resourceVersion.
+        self._deleted: dict[str, str] = {}
         self._synced = False
         self.last_event_at: float = 0.0  # monotonic clock of the last watch event
         self.relist_corrections = 0  # changes a relist found that the watch had not delivered
@@ -73,12 +75,14 @@ class NodeView:
         if event_type == "DELETED":
             self._nodes.pop(name, None)
             self._prints.pop(name, None)
+            self._deleted[name] = str((raw.get("metadata") or {}).get("resourceVersion", ""))
             return before, None
         after = node_from_raw(raw)
         if before is not None and _newer(before.resource_version, after.resource_version):
             return before, before  # a stale event after a relist: keep what we know
         self._nodes[name] = after
         self._prints[name] = fingerprint(raw)
+        self._deleted.pop(name, None)
         return before, after
 
     def refresh(self, name: str, raw: dict[str, Any] | None) -> None:
@@ -97,15 +101,33 @@ class NodeView:
         self._nodes[name] = fresh
         self._prints[name] = fingerprint(raw)
 
-    def replace_all(self, raws: Iterable[dict[str, Any]]) -> set[str]:
-        """Replace the view with a full list; return the names whose state changed."""
+    def replace_all(self, raws: Iterable[dict[str, Any]], list_version: str = "") -> set[str]:
+        """Replace the view with a full list taken at ``list_version`` (the list's own
+        resourceVersion); return the names whose state changed.
+
+        The watch goes on while a periodic list is in flight, so the view may already hold
+        what happened after the list was taken: it is never rolled back. A node the view
+        holds at a later version than the list's stays as the view has it; one the list
+        lacks stays when the view's version is later than ``list_version`` (it came after
+        the list); one whose deletion the watch delivered after the list stays deleted.
+        """
         fresh: dict[str, NodeInfo] = {}
         prints: dict[str, int | None] = {}
         for raw in raws:
             node = node_from_raw(raw)
-            if node.name:
-                fresh[node.name] = node
-                prints[node.name] = fingerprint(raw)
+            if not node.name:
+                continue
+            mine = self._nodes.get(node.name)
+            gone = self._deleted.get(node.name)
+            if mine is not None and _newer(mine.resource_version, node.resource_version):
+                fresh[node.name], prints[node.name] = mine, self._prints.get(node.name)
+            elif mine is None and gone is not None and _at_least(gone, node.resource_version):
+                continue
+            else:
+                fresh[node.name], prints[node.name] = node, fingerprint(raw)
+        for name, mine in self._nodes.items():
+            if name not in fresh and list_version and _newer(mine.resource_version, list_version):
+                fresh[name], prints[name] = mine, self._prints.get(name)
         changed = {
             name
             for name in set(fresh) | set(self._nodes)
@@ -118,6 +140,11 @@ class NodeView:
             self.relist_corrections += len(changed)
         self._nodes = fresh
         self._prints = prints
+        self._deleted = {
+            name: rv
+            for name, rv in self._deleted.items()
+            if list_version and _newer(rv, list_version)
+        }
         self._synced = True
         return changed
 
@@ -173,6 +200,14 @@ def _items(mapping: Any) -> tuple[tuple[Any, Any], ...] | None:
     if mapping is None:
         return None
     return tuple(mapping.items())
+
+
+def _at_least(current: str, incoming: str) -> bool:
+    """True when ``current`` is the same or a later resourceVersion than ``incoming``."""
+    try:
+        return int(current) >= int(incoming)
+    except ValueError:
+        return False
 
 
 def _newer(current: str, incoming: str) -> bool:

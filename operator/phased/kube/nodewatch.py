@@ -38,7 +38,7 @@ from phased.kube.nodeview import NodeView
 logger = logging.getLogger(__name__)
 
 NODES = "/api/v1/nodes"
-OnList = Callable[[list[JSON]], None]
+OnList = Callable[[list[JSON], str], None]  # the items, the list's resourceVersion
 OnEvent = Callable[[str | None, JSON], None]
 OnAlive = Callable[[], None]
 
@@ -101,8 +101,9 @@ class NodeWatch:
             query["labelSelector"] = self._selector
         data = await self._kube.request("list", "GET", NODES, resource="nodes", query=query)
         self.lists += 1
-        self._on_list(list(data.get("items") or []))
-        self.resource_version = str((data.get("metadata") or {}).get("resourceVersion") or "")
+        version = str((data.get("metadata") or {}).get("resourceVersion") or "")
+        self._on_list(list(data.get("items") or []), version)
+        self.resource_version = version
 
     async def _run(self) -> None:
         failures = 0
