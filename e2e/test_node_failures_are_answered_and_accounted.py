@@ -207,6 +207,15 @@ def fail_a_rack(core: Any, st: dict[str, Any], sim_node: Any) -> list[str]:
     return victims
 
 
+def ready_of(core: Any, nodes: list[str]) -> dict[str, tuple[str, str]]:
+    """Each node's Ready status and its transition time, to explain a failed assertion."""
+    out = {}
+    for name in nodes:
+        cond = lib.node_condition(core, name, "Ready")
+        out[name] = (cond.status, str(cond.last_transition_time)) if cond else ("missing", "")
+    return out
+
+
 RACK_POLICY = {"massFailure": {"window": "10s"}}  # 20% of 8 is one node
 
 
@@ -226,7 +235,8 @@ def test_a_failed_rack_is_held_past_the_window_and_cleared_when_it_recovers(
     time.sleep(25)  # well past the 10s window and the 3s grace
     st = status(kubectl, namespace, name)
     assert mass_failure(st)["status"] == "True", st["conditions"]
-    assert {h["node"]: h["since"] for h in st["breaker"]["held"]} == first_seen
+    held = {h["node"]: h["since"] for h in st["breaker"]["held"]}
+    assert held == first_seen, (st.get("suspects"), ready_of(core, victims))
     assert [v for v in victims if core.read_node(v).spec.unschedulable] == []
     assert st.get("failures", []) == [] and st["pool"].get("quarantined", []) == []
     assert job_events(kubectl, namespace, name).count("MassFailure") == 1
