@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from phased.core.model import NodeInfo
 from phased.kube.convert import node_from_raw
@@ -102,8 +102,13 @@ class NodeView:
         self._prints[name] = fingerprint(raw)
 
     def replace_all(self, raws: Iterable[dict[str, Any]], list_version: str = "") -> set[str]:
+        """:meth:`replace_converted` with raw Nodes, converted one by one."""
+        return self.replace_converted((converted(raw) for raw in raws), list_version)
+
+    def replace_converted(self, entries: Iterable[Listed], list_version: str = "") -> set[str]:
         """Replace the view with a full list taken at ``list_version`` (the list's own
-        resourceVersion); return the names whose state changed.
+        resourceVersion), already converted (:func:`converted`, page by page as a paged list
+        arrives: no raw Node outlives its page); return the names whose state changed.
 
         The watch goes on while a periodic list is in flight, so the view may already hold
         what happened after the list was taken: it is never rolled back. A node the view
@@ -113,8 +118,7 @@ class NodeView:
         """
         fresh: dict[str, NodeInfo] = {}
         prints: dict[str, int | None] = {}
-        for raw in raws:
-            node = node_from_raw(raw)
+        for node, stamp in entries:
             if not node.name:
                 continue
             mine = self._nodes.get(node.name)
@@ -124,7 +128,7 @@ class NodeView:
             elif mine is None and gone is not None and _at_least(gone, node.resource_version):
                 continue
             else:
-                fresh[node.name], prints[node.name] = node, fingerprint(raw)
+                fresh[node.name], prints[node.name] = node, stamp
         for name, mine in self._nodes.items():
             if name not in fresh and list_version and _newer(mine.resource_version, list_version):
                 fresh[name], prints[name] = mine, self._prints.get(name)
@@ -153,6 +157,19 @@ class NodeView:
 
     def names(self) -> frozenset[str]:
         return frozenset(self._nodes)
+
+
+class Listed(NamedTuple):
+    """One Node of a list, as the view keeps it: converted, and the fingerprint of its raw
+    fields (:meth:`NodeView.heartbeat` holds events against it)."""
+
+    node: NodeInfo
+    fingerprint: int | None
+
+
+def converted(raw: dict[str, Any]) -> Listed:
+    """What the view keeps of one raw Node from a list; the raw object can go."""
+    return Listed(node_from_raw(raw), fingerprint(raw))
 
 
 def fingerprint(raw: dict[str, Any]) -> int | None:
