@@ -74,8 +74,8 @@ from phased.kube.client import Invalid, KubeClient, KubeError
 from phased.kube.convert import job_ref_from_raw, node_pod_from_raw, pod_from_raw
 from phased.kube.events import EventVerbs
 from phased.kube.jobs import JobVerbs
-from phased.kube.nodes import NodeVerbs
-from phased.kube.nodeview import NodeView
+from phased.kube.nodes import NodeVerbs, list_nodes
+from phased.kube.nodeview import Listed, NodeView
 from phased.kube.nodewatch import NodeWatch
 from phased.kube.pods import Eviction, PodVerbs
 from phased.metrics import Metrics
@@ -818,16 +818,15 @@ class Reconciler:
     # -- periodic work ---------------------------------------------------------------------------
 
     async def relist_nodes(self) -> None:
-        """Replace the node view with a fresh list; wake the jobs whose nodes changed."""
-        data = await self.node_verbs.list(self.settings.node_selector)
-        version = str((data.get("metadata") or {}).get("resourceVersion") or "")
-        self.nodes_listed(data.get("items") or [], version)
+        """Replace the node view with a fresh (paged) list; wake the jobs whose nodes changed."""
+        listed = await list_nodes(self.kube, self.settings.node_selector)
+        self.nodes_listed(listed.entries, listed.resource_version)
 
-    def nodes_listed(self, items: list[dict[str, Any]], version: str = "") -> None:
+    def nodes_listed(self, entries: list[Listed], version: str = "") -> None:
         """A full list of Nodes taken at resourceVersion ``version`` (a relist, or the node
-        watch's own list): replace the view with it, never rolling back what the watch
-        delivered since, and wake the jobs whose nodes changed."""
-        changed = self.nodes.replace_all(items, version)
+        watch's own list), already converted: replace the view with it, never rolling back
+        what the watch delivered since, and wake the jobs whose nodes changed."""
+        changed = self.nodes.replace_converted(entries, version)
         if changed:
             owners = {n.owner_uid for n in self.nodes.all() if n.name in changed and n.owner_uid}
             for uid in owners:

@@ -19,7 +19,7 @@ import pytest
 from phased.core.settings import Settings
 from phased.kube.client import KubeClient
 from phased.kube.convert import node_from_raw
-from phased.kube.nodeview import NodeView, fingerprint
+from phased.kube.nodeview import Listed, NodeView, fingerprint
 from phased.kube.nodewatch import NodeWatch
 from phased.reconcile import Reconciler
 
@@ -159,9 +159,9 @@ class Recorder:
         self.events: list[tuple[str | None, str, str]] = []
         self.alive = 0
 
-    def on_list(self, items: list[Any], version: str) -> None:
-        self.lists.append([i["metadata"]["name"] for i in items])
-        self.view.replace_all(items, version)
+    def on_list(self, entries: list[Listed], version: str) -> None:
+        self.lists.append([entry.node.name for entry in entries])
+        self.view.replace_converted(entries, version)
 
     def on_event(self, kind: str | None, raw: Any) -> None:
         self.events.append((kind, raw["metadata"]["name"], raw["metadata"]["resourceVersion"]))
@@ -216,7 +216,7 @@ def test_it_lists_first_then_watches_from_the_lists_version_with_bookmarks() -> 
         await watch.stop()
 
     asyncio.run(scenario())
-    assert api.requests[0] == ("list", {"labelSelector": "pool=gpu"})
+    assert api.requests[0] == ("list", {"limit": "500", "labelSelector": "pool=gpu"})
     first, second = watch_queries(api)
     assert first == {
         "watch": "true",
@@ -362,7 +362,7 @@ def test_the_reconciler_is_fed_by_its_node_watch_and_stops_it_when_draining() ->
     asyncio.run(scenario())
     assert reconciler.nodes.names() == {"a", "b"}
     assert reconciler.node_watch.heartbeats == 1
-    assert api.requests[0] == ("list", {"labelSelector": "pool=gpu"})
+    assert api.requests[0] == ("list", {"limit": "500", "labelSelector": "pool=gpu"})
 
 
 # -- what counts as a heartbeat -----------------------------------------------------------------

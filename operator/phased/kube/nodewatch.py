@@ -6,7 +6,8 @@ each one before a handler could look at it; this watch hands the raw event to th
 cheap :meth:`~phased.kube.nodeview.NodeView.heartbeat` test first, and only real changes go
 on to the reconciler (``on_event``, converted there).
 
-- The first LIST (with ``settings.nodeSelector`` as its ``labelSelector``) fills the view
+- The first LIST (with ``settings.nodeSelector`` as its ``labelSelector``; paged, each page
+  converted as it arrives: :func:`~phased.kube.nodes.list_nodes`) fills the view
   (``on_list``): that is the "synced" gate, awaited by :meth:`NodeWatch.start`.
 - Then a WATCH from the list's resourceVersion, with bookmarks, through the client's own
   auth and TLS; lines are decoded by ``kubernetes.aio``'s :class:`Watch` (an ``ERROR``
@@ -33,12 +34,12 @@ from kubernetes.aio.client.exceptions import ApiException
 from kubernetes.aio.watch import Watch
 
 from phased.kube.client import JSON, KubeClient, KubeError
-from phased.kube.nodeview import NodeView
+from phased.kube.nodes import NODES, list_nodes
+from phased.kube.nodeview import Listed, NodeView
 
 logger = logging.getLogger(__name__)
 
-NODES = "/api/v1/nodes"
-OnList = Callable[[list[JSON], str], None]  # the items, the list's resourceVersion
+OnList = Callable[[list[Listed], str], None]  # the nodes converted, the list's resourceVersion
 OnEvent = Callable[[str | None, JSON], None]
 OnAlive = Callable[[], None]
 
@@ -96,14 +97,10 @@ class NodeWatch:
             self._task = None
 
     async def relist(self) -> None:
-        query: dict[str, str | int | bool] = {}
-        if self._selector:
-            query["labelSelector"] = self._selector
-        data = await self._kube.request("list", "GET", NODES, resource="nodes", query=query)
+        listed = await list_nodes(self._kube, self._selector)
         self.lists += 1
-        version = str((data.get("metadata") or {}).get("resourceVersion") or "")
-        self._on_list(list(data.get("items") or []), version)
-        self.resource_version = version
+        self._on_list(listed.entries, listed.resource_version)
+        self.resource_version = listed.resource_version
 
     async def _run(self) -> None:
         failures = 0
