@@ -292,21 +292,23 @@ async def _lists(one: Callable[[], Awaitable[int]], lists: int, traced: bool) ->
     _reset_peak()
     rss0 = _status("VmRSS")
     traced0 = tracemalloc.get_traced_memory()[0] if traced else 0
-    seconds, peaks, rss_after = [], [], []
+    seconds, cpu, peaks, rss_after = [], [], [], []
     pages = 0
     for _ in range(lists):
         if traced:
             before = tracemalloc.get_traced_memory()[0]
             tracemalloc.reset_peak()
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         pages = await one()
         seconds.append(time.perf_counter() - began)
+        cpu.append(time.process_time() - began_cpu)
         if traced:
             peaks.append(tracemalloc.get_traced_memory()[1] - before)
         rss_after.append(_status("VmRSS") - rss0)
     return {
         "pages": pages,
         "seconds": seconds,
+        "cpu": cpu,
         "rss_first": rss_after[0],
         "rss_last": rss_after[-1],
         "rss_peak": _status("VmHWM") - rss0,
@@ -373,7 +375,8 @@ async def run(sizes: list[int], trials: int, lists: int) -> tuple[list[Trial], d
                             f"RSS +{plain['rss_first'] / MIB:.1f} MiB after the first list, "
                             f"peak +{plain['rss_peak'] / MIB:.1f} MiB, traced peak "
                             f"{traced['traced_peak'] / MIB:.1f} MiB, "
-                            f"{statistics.median(plain['seconds']) * 1000:.0f} ms a list",
+                            f"{statistics.median(plain['seconds']) * 1000:.0f} ms a list "
+                            f"({statistics.median(plain['cpu']) * 1000:.0f} ms of CPU)",
                             flush=True,
                         )
         finally:
@@ -381,8 +384,30 @@ async def run(sizes: list[int], trials: int, lists: int) -> tuple[list[Trial], d
     return results, per_node
 
 
+def saving(results: list[Trial], per_node: dict[int, float]) -> str:
+    """One sentence a size: what the pages save, from the medians above."""
+
+    def med(size: int, variant: str, key: str) -> float:
+        return median([t.plain[key] for t in results if t.size == size and t.variant == variant])
+
+    parts = [
+        f"at {size:,} nodes {med(size, 'one', 'rss_first') / MIB:.1f} -> "
+        f"{med(size, 'paged', 'rss_first') / MIB:.1f} MiB after the first list, "
+        f"{med(size, 'one', 'rss_last') / MIB:.1f} -> {med(size, 'paged', 'rss_last') / MIB:.1f} "
+        f"MiB after the last, peak {med(size, 'one', 'rss_peak') / MIB:.1f} -> "
+        f"{med(size, 'paged', 'rss_peak') / MIB:.1f} MiB"
+        for size in sorted(per_node)
+    ]
+    return "RSS growth, one request -> pages (medians): " + "; ".join(parts) + "."
+
+
 def report(
-    results: list[Trial], per_node: dict[int, float], trials: int, lists: int, write: bool
+    results: list[Trial],
+    per_node: dict[int, float],
+    trials: int,
+    lists: int,
+    write: bool,
+    load_at_start: str,
 ) -> None:
     rows = []
     for size in sorted(per_node):
@@ -396,6 +421,9 @@ def report(
                     f"{median(values) / MIB:.1f} ({min(values) / MIB:.1f}-{max(values) / MIB:.1f})"
                 )
 
+            def ms(runs: list[list[float]]) -> str:
+                return f"{median([statistics.median(r) * 1000 for r in runs]):.0f}"
+
             rows.append(
                 (
                     f"{size:,}",
@@ -406,7 +434,8 @@ def report(
                     mib([t.plain["rss_peak"] for t in mine]),
                     mib([t.traced["traced_peak"] for t in mine]),
                     mib([t.traced["traced_kept"] for t in mine]),
-                    f"{median([statistics.median(t.plain['seconds']) * 1000 for t in mine]):.0f}",
+                    ms([t.plain["seconds"] for t in mine]),
+                    ms([t.plain["cpu"] for t in mine]),
                 )
             )
     headers = (
@@ -419,12 +448,15 @@ def report(
         "peak traced during a list MiB",
         "traced kept (the view) MiB",
         "ms a list",
+        "CPU ms a list (client)",
     )
     text = table(headers, rows)
     print()
     print(text)
-    sizes = ", ".join(f"{per_node[s] / 1024:.1f} KiB at {s:,}" for s in sorted(per_node))
+    sizes = ", ".join(sorted({f"{b / 1024:.1f} KiB" for b in per_node.values()}))
     body = f"""{text}
+
+{saving(results, per_node)}
 
 Medians of {trials} trials (min-max in brackets); each trial runs each variant in fresh
 processes of its own (one untraced for RSS and time, one under `tracemalloc`), the variants
@@ -436,13 +468,15 @@ each page converted before the next is read (the code now).
 
 The API server is the bench's own, in its process on 127.0.0.1, serving Nodes shaped as the
 bench cluster's simulated H100 nodes come from its API server (labels incl. the GPU and
-topology labels, kwok's five conditions, managed fields of three writers): {sizes} of JSON
+topology labels, kwok's five conditions, managed fields of three writers), {sizes} of JSON
 a node. RSS growth is VmRSS after the list less VmRSS before the first (the process has
 imported everything and made one small request); peak RSS growth is VmHWM (reset before
 the first list) less the same. Peak traced is the largest rise of the traced memory during
 one list over what was traced before it; kept is what is traced after the last list over
-before the first. The time is wall time on a shared machine, the server's share included;
-load average at the end: {load_average()}.
+before the first. "ms a list" is wall time on a shared machine (the server's share and
+others' load included); "CPU ms" is the listing process's own CPU time (user and system),
+which load from others touches less. Load average at the start: {load_at_start}; at the
+end: {load_average()}.
 """
     if write:
         write_section(
@@ -466,8 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child(args)
     sizes = [int(s) for s in args.sizes.split(",")]
+    load_at_start = load_average()
     results, per_node = asyncio.run(run(sizes, args.trials, args.lists))
-    report(results, per_node, args.trials, args.lists, not args.no_write)
+    report(results, per_node, args.trials, args.lists, not args.no_write, load_at_start)
     return 0
 
 
