@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,7 @@ from apiload import (
 )
 from common import (
     KUBELET_LEASE_SECONDS,
+    RESULTS,
     BenchCluster,
     is_max_rank,
     lease_note,
@@ -967,11 +969,8 @@ window), not hidden.
     print(body)
     if not args.no_write and baseline is not None and args.change:
         slug = "-".join("".join(c if c.isalnum() else " " for c in args.change.lower()).split())
-        write_section(
-            f"scale-before-after-{slug}",
-            f"4c. Scale, before and after: {args.change}",
-            body,
-        )
+        key = f"scale-before-after-{slug}"
+        write_section(key, f"{section_number(key)}. Scale, before and after: {args.change}", body)
     elif not args.no_write and baseline is not None:
         write_section(
             "scale-before-after" + ("" if args.rounds == 1 else f"-{args.rounds}-rounds"),
@@ -982,6 +981,17 @@ window), not hidden.
         sizes = sorted({r.asked for r in results})
         span = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,} to {sizes[-1]:,}"
         write_section("scale", f"4. Scale: {span} nodes, concurrent jobs", body)
+
+
+def section_number(key: str) -> str:
+    """The number of a before/after section: the one it has if RESULTS.md holds it
+    already, else the first of 4c, 4e, 4f, ... no section of RESULTS.md uses."""
+    text = RESULTS.read_text() if RESULTS.exists() else ""
+    mine = re.search(rf"<!-- bench:{re.escape(key)} -->\n## (4[a-z])\. ", text)
+    if mine:
+        return mine.group(1)
+    used = set(re.findall(r"^## (4[a-z])\. ", text, re.M))
+    return next(f"4{c}" for c in "cefghijklmnopqrstuvwxyz" if f"4{c}" not in used)
 
 
 def main(argv: list[str] | None = None) -> int:
