@@ -16,7 +16,7 @@ Each variant runs in a fresh process of its own, which connects through the oper
 ``NodeView`` (the first list fills it, as at start-up; the others replace it, as the
 periodic relist does), through the operator's real code:
 
-- *one request*: ``NodeVerbs.list`` then ``NodeView.replace_all`` (the code before pages);
+- *one request*: one ``GET /api/v1/nodes`` then ``NodeView.replace_all`` (the code before pages);
 - *pages of 500*: ``list_nodes`` then ``NodeView.replace_converted`` (the code now).
 
 Reported per size and variant, medians over ``--trials`` (each trial a fresh process for
@@ -60,7 +60,7 @@ from e2e.cluster.nodes import node_manifest
 
 from common import REPO, load_average, median, table, write_section
 from phased.kube.client import KubeClient
-from phased.kube.nodes import LIST_PAGE, NodeVerbs, list_nodes
+from phased.kube.nodes import LIST_PAGE, list_nodes
 from phased.kube.nodeview import NodeView
 
 SELECTOR = "type=kwok"  # every simulated node carries it; sent as the operator sends its own
@@ -258,11 +258,13 @@ def _status(field: str) -> int:
 async def measure(variant: str, config: str, lists: int, traced: bool) -> dict[str, Any]:
     kube = await KubeClient.connect(config)
     view = NodeView()
-    verbs = NodeVerbs(kube)
 
     async def one() -> int:
         if variant == "one":
-            data = await verbs.list(SELECTOR)
+            # Every Node in one request, as the operator read them before the pages.
+            data = await kube.request(
+                "list", "GET", "/api/v1/nodes", resource="nodes", query={"labelSelector": SELECTOR}
+            )
             version = str((data.get("metadata") or {}).get("resourceVersion") or "")
             view.replace_all(data.get("items") or [], version)
             return 1
@@ -462,7 +464,7 @@ Medians of {trials} trials (min-max in brackets); each trial runs each variant i
 processes of its own (one untraced for RSS and time, one under `tracemalloc`), the variants
 in alternating order. Each process lists {lists} times into one node view: the first list
 fills it (start-up), the others replace it (the periodic relist). "one request" is
-`NodeVerbs.list` + `NodeView.replace_all`, the whole list read and decoded at once (the
+one `GET /api/v1/nodes` + `NodeView.replace_all`, the whole list read and decoded at once (the
 code before pages); "pages of {LIST_PAGE}" is `list_nodes` + `NodeView.replace_converted`,
 each page converted before the next is read (the code now).
 

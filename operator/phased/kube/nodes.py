@@ -165,14 +165,6 @@ class NodeVerbs:
     async def get(self, name: str) -> JSON:
         return await self._kube.request("get", "GET", f"/api/v1/nodes/{name}", resource="nodes")
 
-    async def list(self, label_selector: str = "") -> JSON:
-        """Every Node in one request, raw (the view lists them a page at a time instead:
-        :func:`list_nodes`)."""
-        query = {"labelSelector": label_selector} if label_selector else None
-        return await self._kube.request(
-            "list", "GET", "/api/v1/nodes", resource="nodes", query=query
-        )
-
     async def _update(self, name: str, mutate: Mutation) -> JSON | None:
         """Read, mutate, patch with a resourceVersion precondition; retry lost races."""
         for _ in range(_ATTEMPTS):
