@@ -19,6 +19,7 @@ from phased.core.settings import Settings
 from phased.kube.client import KubeClient, KubeError
 from phased.kube.nodes import LIST_PAGE, LIST_RESTARTS, list_nodes
 from phased.reconcile import Reconciler
+from tests.kube.answers import Answer
 
 SELECTOR = "pool=gpu"
 EXPIRED = {
@@ -40,14 +41,6 @@ def node(name: str, rv: int, ready: str = "True") -> dict[str, Any]:
             "conditions": [{"type": "Ready", "status": ready}],
         },
     }
-
-
-class Answer:
-    def __init__(self, status: int, body: Any) -> None:
-        self.status, self.reason, self._body = status, "", json.dumps(body).encode()
-
-    async def read(self) -> bytes:
-        return self._body
 
 
 class PagingApi:

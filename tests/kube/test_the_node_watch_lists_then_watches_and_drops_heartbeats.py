@@ -22,6 +22,7 @@ from phased.kube.convert import node_from_raw
 from phased.kube.nodeview import Listed, NodeView, fingerprint
 from phased.kube.nodewatch import NodeWatch
 from phased.reconcile import Reconciler
+from tests.kube.answers import Answer
 
 
 def node(name: str, rv: int, *, ready: str = "True", beat: str = "T0", **labels: str) -> Any:
@@ -97,14 +98,6 @@ class StreamResponse:
 
     def close(self) -> None:
         self.released = True
-
-
-class Answer:
-    def __init__(self, status: int, body: Any) -> None:
-        self.status, self.reason, self._body = status, "", json.dumps(body).encode()
-
-    async def read(self) -> bytes:
-        return self._body
 
 
 class FakeApi:
