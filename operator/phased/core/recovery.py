@@ -202,7 +202,12 @@ def handle_failures(draft: Draft, type_key: str) -> None:
 
 
 def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
-    """A failure the breaker already holds keeps the time it was first held with."""
+    """A failure the breaker already holds keeps the time it was first held with.
+
+    Detection already keeps the first-seen time of a held NotReady, GPU-fault or GPU-drop
+    failure (``core.failure``: the earlier of the condition's transition and the recorded
+    time). What this adds is a held node that was deleted: ``NodeDeleted`` has nothing on
+    the node to date it, so detection finds it at ``now`` at every pass."""
     since = {(h.node, h.reason): parse_time(h.since) for h in draft.status.breaker.held}
     out = []
     for failure in failures:
