@@ -4,9 +4,10 @@ Every trigger — a job, node or pod event, a timer, a relist — ends in :meth:
 for the jobs it concerns. Triggers for one job coalesce: a job is reconciled by at most one
 task at a time, and an event that arrives meanwhile runs it once more afterwards. One pass:
 
-1. observe: the job (fresh GET), its pods (LIST by the job-uid label), every Node from the
-   in-memory :class:`~phased.kube.nodeview.NodeView`, and the pods on the few nodes whose
-   pods matter now (the job's nodes being cleared of guests; nodes recently found occupied);
+1. observe: the job (fresh GET) and its pods (LIST by the job-uid label) at once, every
+   Node from the in-memory :class:`~phased.kube.nodeview.NodeView`, and the pods on the few
+   nodes whose pods matter now (the job's nodes being cleared of guests; nodes recently
+   found occupied);
 2. decide: :func:`phased.core.decide.decide`, pure. Every node the plan would claim is then
    looked at (a LIST of its pods, by ``spec.nodeName``): if pods of others run there, the
    plan is decided again with that knowledge, so a claim is never made on an occupied node;
@@ -418,15 +419,23 @@ class Reconciler:
         entry = self.jobs.get(uid)
         if entry is None:
             return
-        raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
-        if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
-            return  # gone (its DELETED event will clean up) or replaced by a namesake
-        entry.ref, entry.raw = job_ref_from_raw(raw), raw
-        if not entry.ref.deleting and not await self.job_verbs.set_finalizer(raw, True):
-            self.trigger(uid, 0.2)
-            return
-        self._parse_spec(entry)
-        snapshot = await self._observe(entry)
+        # The job and its pods are read at once: neither request needs the other's answer
+        # (the pods are listed by the job's UID, which the job's events gave us).
+        listing = asyncio.ensure_future(
+            self.pod_verbs.select(entry.ref.namespace, f"{labels.LABEL_JOB_UID}={uid}")
+        )
+        try:
+            raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
+            if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
+                return  # gone (its DELETED event will clean up) or replaced by a namesake
+            entry.ref, entry.raw = job_ref_from_raw(raw), raw
+            if not entry.ref.deleting and not await self.job_verbs.set_finalizer(raw, True):
+                self.trigger(uid, 0.2)
+                return
+            self._parse_spec(entry)
+            snapshot = await self._observe(entry, await listing)
+        finally:
+            _settle(listing)
         now = self.clock()
         plan = decide(snapshot, self.settings, now)
         for _ in range(_REDECIDES):
@@ -462,10 +471,7 @@ class Reconciler:
         except ValidationError as exc:
             entry.spec, entry.spec_error = None, format_spec_error(exc)
 
-    async def _observe(self, entry: JobEntry) -> Snapshot:
-        raw_pods = await self.pod_verbs.select(
-            entry.ref.namespace, f"{labels.LABEL_JOB_UID}={entry.ref.uid}"
-        )
+    async def _observe(self, entry: JobEntry, raw_pods: list[dict[str, Any]]) -> Snapshot:
         spec, spec_error = entry.spec, entry.spec_error
         if entry.rejected is not None and entry.rejected[0] == entry.ref.generation:
             # The API refused what this spec makes: only a new generation can fix it.
@@ -944,6 +950,15 @@ class Reconciler:
                 entry.timer.cancel()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _settle(task: asyncio.Future[Any]) -> None:
+    """A request the pass no longer waits for: cancelled if still in flight, its error (if
+    any) taken so that it is not reported as never retrieved."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
 
 
 def _with_deletions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:

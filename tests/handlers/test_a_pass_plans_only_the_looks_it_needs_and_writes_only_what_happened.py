@@ -54,6 +54,9 @@ def _one_pass(
         async def nothing(*_: Any) -> Any:
             return None
 
+        async def no_pods(*_: Any) -> list[Any]:
+            return []
+
         async def act(entry: JobEntry, *_: Any) -> None:
             if lose_a_claim:
                 rec._lost_claim(entry, "h1", None)
@@ -64,6 +67,7 @@ def _one_pass(
 
         monkeypatch.setattr(rec.job_verbs, "get", got)
         monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
+        monkeypatch.setattr(rec.pod_verbs, "select", no_pods)
         monkeypatch.setattr(rec, "_observe", nothing)
         monkeypatch.setattr(rec, "_act", act)
         monkeypatch.setattr(rec, "_write_status", write)
@@ -100,3 +104,62 @@ def test_a_pass_whose_claim_was_refused_writes_no_status(monkeypatch: pytest.Mon
     entry = _one_pass(monkeypatch, None, lose_a_claim=True, written=written)
     assert written == []
     assert entry.timer is not None  # the lost claim's backoff
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch, job: dict[str, Any] | None) -> list[str]:
+    """One reconcile whose job GET and pod LIST each take a while; the order in which they
+    began and ended."""
+    timeline: list[str] = []
+
+    async def scenario() -> None:
+        rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
+        rec.jobs["u1"] = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
+
+        async def got(namespace: str, name: str) -> dict[str, Any] | None:
+            timeline.append("get job")
+            await asyncio.sleep(0.05)
+            timeline.append("job got")
+            return job
+
+        async def listed(namespace: str, selector: str) -> list[Any]:
+            assert selector == "phased.dev/job-uid=u1"
+            timeline.append("list pods")
+            await asyncio.sleep(0.1)
+            timeline.append("pods listed")
+            return []
+
+        async def finalized(raw: dict[str, Any], present: bool) -> bool:
+            return True
+
+        async def nothing(*_: Any) -> Any:
+            return None
+
+        monkeypatch.setattr(rec.job_verbs, "get", got)
+        monkeypatch.setattr(rec.pod_verbs, "select", listed)
+        monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
+        monkeypatch.setattr(rec, "_observe", nothing)
+        monkeypatch.setattr(rec, "_act", nothing)
+        monkeypatch.setattr(rec, "_write_status", nothing)
+        monkeypatch.setattr(rec, "_observe_metrics", lambda *_: None)
+        monkeypatch.setattr(
+            module, "decide", lambda *_: Plan(actions=(), status=TrainingJobStatus())
+        )
+        await rec.reconcile("u1")
+        await asyncio.sleep(0.2)  # a listing left behind would end here
+
+    asyncio.run(scenario())
+    return timeline
+
+
+def test_a_pass_reads_its_job_and_its_pods_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    timeline = _reads(monkeypatch, RAW)
+    assert set(timeline[:2]) == {"get job", "list pods"}  # both asked before either answered
+    assert set(timeline[2:]) == {"job got", "pods listed"}
+
+
+def test_a_pass_whose_job_is_gone_leaves_no_listing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    timeline = _reads(monkeypatch, None)
+    assert "job got" in timeline
+    assert "pods listed" not in timeline  # cancelled when the job was found gone
