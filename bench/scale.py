@@ -4,11 +4,13 @@
                           [--no-profile]
                           [--baseline REF [--rounds N]] [--node-lease-seconds 40]
                           [--cluster NAME --port-base PORT]
-                          [--keep-cluster] [--no-write]
+                          [--keep-cluster] [--reuse-cluster] [--no-write]
 
 Starts its OWN cluster instance (``phased-bench-scale``, ports 32810-32815, its own folder
 under ``~/.cache/phased/``), never the default one, grows it from size to size (nodes are
-only added), and stops it at the end. For each size a fresh operator process
+only added), and stops it at the end (``--keep-cluster`` leaves it running, and
+``--reuse-cluster`` starts from it instead of afresh: nodes an earlier run quarantined stay
+quarantined, and are left alone). For each size a fresh operator process
 (``e2e/harness.Operator``) runs ``--jobs`` TrainingJobs (one long-running phase of 8 workers,
 2 spares, ``notReadyGrace: 0s`` so that what is measured is the operator, not a grace), then
 ``--failures`` nodes are made NotReady one after another, spread over the jobs. Reported:
@@ -1034,6 +1036,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster", default="scale", help="bench cluster name (phased-bench-NAME)")
     p.add_argument("--port-base", type=int, default=32810, help="its six ports start here")
     p.add_argument("--keep-cluster", action="store_true")
+    p.add_argument(
+        "--reuse-cluster",
+        action="store_true",
+        help="use the bench cluster of that name if it is running (kept by --keep-cluster)",
+    )
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -1051,7 +1058,11 @@ def main(argv: list[str] | None = None) -> int:
         variants.insert(0, (baseline.label, baseline.env))
     stopped = ""
     try:
-        cluster.up(h100=min(sizes), lease_seconds=args.node_lease_seconds)
+        cluster.up(
+            h100=min(sizes),
+            lease_seconds=args.node_lease_seconds,
+            recreate=not args.reuse_cluster,
+        )
         core = lib.core_v1(cluster.kubeconfig)
         counter = CallCounter(core.api_client)
         kubectl = lib.Kubectl(cluster.kubeconfig)
