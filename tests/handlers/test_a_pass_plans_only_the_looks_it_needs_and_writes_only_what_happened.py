@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -31,6 +32,40 @@ RAW = {
 }
 
 
+def _stub(
+    monkeypatch: pytest.MonkeyPatch,
+    rec: Reconciler,
+    plan: Plan,
+    got: Callable[..., Awaitable[Any]],
+    listed: Callable[..., Awaitable[list[Any]]],
+    act: Callable[..., Awaitable[None]],
+    write: Callable[..., Awaitable[None]],
+) -> None:
+    """The pass's kube side stubbed: the job's GET, its pods' LIST, acting, the status write;
+    observing stands still and decide returns ``plan``."""
+
+    async def finalized(raw: dict[str, Any], present: bool) -> bool:
+        return True
+
+    async def nothing(*_: Any) -> Any:
+        return None
+
+    monkeypatch.setattr(rec.job_verbs, "get", got)
+    monkeypatch.setattr(rec.pod_verbs, "select", listed)
+    monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
+    monkeypatch.setattr(rec, "_observe", nothing)
+    monkeypatch.setattr(rec, "_act", act)
+    monkeypatch.setattr(rec, "_write_status", write)
+    monkeypatch.setattr(rec, "_observe_metrics", lambda *_: None)
+    monkeypatch.setattr(module, "decide", lambda *_: plan)
+
+
+def _reconciler() -> Reconciler:
+    rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
+    rec.jobs["u1"] = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
+    return rec
+
+
 def _one_pass(
     monkeypatch: pytest.MonkeyPatch,
     requeue_after: float | None,
@@ -41,18 +76,10 @@ def _one_pass(
     or (``lose_a_claim``) lose a claim; status writes are appended to ``written``."""
 
     async def scenario() -> JobEntry:
-        rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
-        entry = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
-        rec.jobs["u1"] = entry
+        rec = _reconciler()
 
         async def got(namespace: str, name: str) -> dict[str, Any]:
             return RAW
-
-        async def finalized(raw: dict[str, Any], present: bool) -> bool:
-            return True
-
-        async def nothing(*_: Any) -> Any:
-            return None
 
         async def no_pods(*_: Any) -> list[Any]:
             return []
@@ -65,20 +92,10 @@ def _one_pass(
             if written is not None:
                 written.append(args)
 
-        monkeypatch.setattr(rec.job_verbs, "get", got)
-        monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
-        monkeypatch.setattr(rec.pod_verbs, "select", no_pods)
-        monkeypatch.setattr(rec, "_observe", nothing)
-        monkeypatch.setattr(rec, "_act", act)
-        monkeypatch.setattr(rec, "_write_status", write)
-        monkeypatch.setattr(rec, "_observe_metrics", lambda *_: None)
-        monkeypatch.setattr(
-            module,
-            "decide",
-            lambda *_: Plan(actions=(), status=TrainingJobStatus(), requeue_after=requeue_after),
-        )
+        plan = Plan(actions=(), status=TrainingJobStatus(), requeue_after=requeue_after)
+        _stub(monkeypatch, rec, plan, got, no_pods, act, write)
         await rec.reconcile("u1")
-        return entry
+        return rec.jobs["u1"]
 
     return asyncio.run(scenario())
 
@@ -112,8 +129,7 @@ def _reads(monkeypatch: pytest.MonkeyPatch, job: dict[str, Any] | None) -> list[
     timeline: list[str] = []
 
     async def scenario() -> None:
-        rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
-        rec.jobs["u1"] = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
+        rec = _reconciler()
 
         async def got(namespace: str, name: str) -> dict[str, Any] | None:
             timeline.append("get job")
@@ -128,22 +144,11 @@ def _reads(monkeypatch: pytest.MonkeyPatch, job: dict[str, Any] | None) -> list[
             timeline.append("pods listed")
             return []
 
-        async def finalized(raw: dict[str, Any], present: bool) -> bool:
-            return True
-
-        async def nothing(*_: Any) -> Any:
+        async def nothing(*_: Any) -> None:
             return None
 
-        monkeypatch.setattr(rec.job_verbs, "get", got)
-        monkeypatch.setattr(rec.pod_verbs, "select", listed)
-        monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
-        monkeypatch.setattr(rec, "_observe", nothing)
-        monkeypatch.setattr(rec, "_act", nothing)
-        monkeypatch.setattr(rec, "_write_status", nothing)
-        monkeypatch.setattr(rec, "_observe_metrics", lambda *_: None)
-        monkeypatch.setattr(
-            module, "decide", lambda *_: Plan(actions=(), status=TrainingJobStatus())
-        )
+        plan = Plan(actions=(), status=TrainingJobStatus())
+        _stub(monkeypatch, rec, plan, got, listed, nothing, nothing)
         await rec.reconcile("u1")
         await asyncio.sleep(0.2)  # a listing left behind would end here
 
