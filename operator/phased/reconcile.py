@@ -101,7 +101,7 @@ _REPEATING = frozenset({"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "G
 _REPEAT_EVERY = 600.0
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
 _LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time
-_AT_ONCE = 16  # requests one pass sends at once while it carries out a wave of its plan
+_AT_ONCE = 16  # actions of one wave of a plan in flight at once (core.stages)
 
 
 def utcnow() -> datetime:
@@ -575,7 +575,7 @@ class Reconciler:
     async def _perform_together(
         self, entry: JobEntry, wave: tuple[Action, ...], now: datetime
     ) -> None:
-        """Carry out a wave's actions at once (at most ``_AT_ONCE`` requests in flight);
+        """Carry out a wave's actions at once (at most ``_AT_ONCE`` of them in flight);
         every one runs to its end, then the first error, in the plan's order, stops the
         plan: its status is not written, and the next pass starts from what happened."""
         if len(wave) == 1:
