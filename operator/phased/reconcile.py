@@ -11,11 +11,9 @@ task at a time, and an event that arrives meanwhile runs it once more afterwards
 2. decide: :func:`phased.core.decide.decide`, pure. Every node the plan would claim is then
    looked at (a LIST of its pods, by ``spec.nodeName``): if pods of others run there, the
    plan is decided again with that knowledge, so a claim is never made on an occupied node;
-3. act: perform the plan's actions through the kube layer in the waves of
-   :func:`phased.core.stages.waves` (each wave's requests at once), then write the status
-   once. If an action fails, no later wave starts and the status is not written: the next
-   pass starts again from the cluster's truth and the old status, so nothing is recorded
-   that did not happen.
+3. act: perform the plan's actions in order through the kube layer, then write the status
+   once. If an action fails the status is not written: the next pass starts again from the
+   cluster's truth and the old status, so nothing is recorded that did not happen.
 """
 
 from __future__ import annotations
@@ -73,7 +71,6 @@ from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.podlabels import label_int
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
-from phased.core.stages import waves
 from phased.kube.client import Invalid, KubeClient, KubeError
 from phased.kube.convert import job_ref_from_raw, node_pod_from_raw, pod_from_raw
 from phased.kube.events import EventVerbs
@@ -101,7 +98,6 @@ _REPEATING = frozenset({"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "G
 _REPEAT_EVERY = 600.0
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
 _LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time
-_AT_ONCE = 16  # actions of one wave of a plan in flight at once (core.stages)
 
 
 def utcnow() -> datetime:
@@ -558,8 +554,9 @@ class Reconciler:
 
     async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
         events = [a for a in plan.actions if isinstance(a, EmitEvent)]
-        for wave in waves(plan.actions):
-            await self._perform_together(entry, wave, now)
+        for action in plan.actions:
+            if not isinstance(action, EmitEvent):
+                await self._perform(entry, action, now)
         for event in events:
             if event.reason in _REPEATING:
                 key = (entry.ref.uid, event.reason, event.message)
@@ -571,28 +568,6 @@ class Reconciler:
         if len(self._posted) > 10_000:  # forget the oldest half; a repeat costs one event
             for key in sorted(self._posted, key=self._posted.__getitem__)[:5_000]:
                 del self._posted[key]
-
-    async def _perform_together(
-        self, entry: JobEntry, wave: tuple[Action, ...], now: datetime
-    ) -> None:
-        """Carry out a wave's actions at once (at most ``_AT_ONCE`` of them in flight);
-        every one runs to its end, then the first error, in the plan's order, stops the
-        plan: its status is not written, and the next pass starts from what happened."""
-        if len(wave) == 1:
-            await self._perform(entry, wave[0], now)
-            return
-        limit = asyncio.Semaphore(_AT_ONCE)
-
-        async def one(action: Action) -> None:
-            async with limit:
-                await self._perform(entry, action, now)
-
-        results = await asyncio.gather(*(one(a) for a in wave), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        for extra in errors[1:]:
-            logger.info("%s: also stopped: %s", self._label(entry.ref.uid), extra)
-        if errors:
-            raise errors[0]
 
     async def _perform(self, entry: JobEntry, action: Action, now: datetime) -> None:
         job = entry.ref

@@ -84,8 +84,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     plan, and a plan whose actions the cluster has absorbed leads to a plan with nothing
     new. The effects — claiming and releasing nodes, pods, the Service, events, the status
     write and the requeue — are performed by :mod:`phased.reconcile`, which applies
-    ``Plan.actions`` through the kube layer (in the stages of ``core.stages``) and then
-    writes ``Plan.status`` once.
+    ``Plan.actions`` in order through the kube layer and then writes ``Plan.status`` once.
     """
     if snapshot.job.deleting:
         return _deleting(snapshot, settings)
