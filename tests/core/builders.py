@@ -373,3 +373,24 @@ class Cluster:
 
     def running(self) -> list[PodInfo]:
         return [p for p in self.pods.values() if p.phase == PodPhase.RUNNING]
+
+
+def landed(snap: Snapshot, plan: Plan, settings: Settings = SETTINGS) -> Cluster:
+    """The cluster of ``snap`` once ``plan`` landed and the workers it stopped are gone (a
+    new generation is created on the pass after that: see ``phased.core.phases``)."""
+    assert snap.spec is not None
+    cluster = Cluster(
+        snap.spec,
+        {n.name: n for n in snap.nodes},
+        settings=settings,
+        job=snap.job,
+        status=snap.status,
+        pods={p.name: p for p in snap.pods},
+        service=snap.service_exists,
+        reports=snap.reports,
+        report_token=snap.report_token,
+        secret=snap.report_secret_exists,
+        claim=snap.claim_exists,
+    )
+    cluster.apply(plan)
+    return cluster

@@ -13,6 +13,7 @@ from tests.core.builders import (
     T0,
     at,
     events,
+    landed,
     node,
     of_type,
     owned,
@@ -156,10 +157,11 @@ def test_without_spares_the_gang_restarts_smaller_if_min_still_holds():
     actives = [node("a0"), node("a1"), node("a2")]
     the_spec, held, pods, status = _running_pool(actives, [])
     held[2] = with_ready(held[2], False, at(-60))
-    plan = decide(snapshot(the_spec, held, pods, status), SETTINGS, T0)
+    snap = snapshot(the_spec, held, pods, status)
+    plan = decide(snap, SETTINGS, T0)
     assert "SparesExhausted" in [c.type for c in plan.status.conditions if c.status == "True"]
     assert plan.status.restart_generation == 1
-    created = of_type(plan, CreatePod)
+    created = of_type(landed(snap, plan).decide(), CreatePod)  # once the survivors are gone
     assert len(created) == 2
     assert created[0].manifest["metadata"]["labels"]["phased.dev/world-size"] == "2"
 

@@ -14,6 +14,7 @@ from tests.core.builders import (
     T0,
     Cluster,
     at,
+    landed,
     node,
     nodes,
     of_type,
@@ -138,11 +139,12 @@ def test_a_crash_between_quarantine_and_promotion_still_promotes_and_restarts():
     pods = [pod(f"llm-train-g0-{i}", "train", i, world=3, node_name=f"a0{i}") for i in range(2)]
     status = TrainingJobStatus(phase="train", world_size=3, state=JobState.RUNNING)
     the_spec = spec(phase("train", 3, 3), spares=1)
-    plan = decide(snapshot(the_spec, held, pods, status, service_exists=True), SETTINGS, T0)
+    snap = snapshot(the_spec, held, pods, status, service_exists=True)
+    plan = decide(snap, SETTINGS, T0)
     promoted = [a for a in of_type(plan, SetNodeRole) if a.role == NodeRole.ACTIVE]
     assert [a.node for a in promoted] == ["s00"]
     assert plan.status.restart_generation == 1  # the gang restarts, with the spare in it
-    assert len(of_type(plan, CreatePod)) == 3
+    assert len(of_type(landed(snap, plan).decide(), CreatePod)) == 3  # the survivors gone
     entry = next(f for f in plan.status.failures if f.node == "q0")
     assert entry.replaced_by == "s00"
 

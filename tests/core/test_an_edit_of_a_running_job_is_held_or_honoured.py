@@ -157,14 +157,18 @@ def test_lowering_nodes_max_below_the_world_restarts_the_gang_at_the_new_size() 
     deleted = {a.name for a in of_type(plan, DeletePod)}
     assert deleted == old  # every worker of the old generation, ranks 2 and 3 included
     assert "PoolShrinking" in events(plan) and "WorkersRestarted" in events(plan)
-    created = [a.manifest for a in of_type(plan, CreatePod)]
-    assert len(created) == 2
-    assert {m["metadata"]["labels"]["phased.dev/world-size"] for m in created} == {"2"}
-    assert plan.status.restart_generation == 1 and plan.status.world_size == 2
+    assert plan.status.restart_generation == 1
     # Not a failure: nothing quarantined, no ledger entry, no restart counted against budgets.
     assert not of_type(plan, QuarantineNode) and plan.status.failures == []
     assert plan.status.restarts == 0 and plan.status.worker_restarts == 0
     assert plan.status.suspects == []
+
+    plan = cluster.step()  # the old workers are gone: the new generation, at the new size
+    created = [a.manifest for a in of_type(plan, CreatePod)]
+    assert len(created) == 2
+    assert {m["metadata"]["labels"]["phased.dev/world-size"] for m in created} == {"2"}
+    assert plan.status.restart_generation == 1 and plan.status.world_size == 2
+    assert plan.status.restarts == 0 and plan.status.failures == []
 
     cluster.settle()
     assert len(cluster.held(NodeRole.ACTIVE)) == 2

@@ -25,6 +25,7 @@ from tests.core.builders import (
     T0,
     at,
     events,
+    landed,
     node,
     of_type,
     owned,
@@ -325,14 +326,16 @@ def _failed(**kw: Any) -> Snapshot:
 
 def test_a_node_failure_records_lost_work_and_restarts_from_the_last_checkpoint():
     ckpt = CheckpointRecord(step=1000, time=format_time(at(-900)), path="/c/1000")
-    plan = decide(_failed(record={"last_checkpoint": ckpt}), REPORTING, T0)
+    snap = _failed(record={"last_checkpoint": ckpt})
+    plan = decide(snap, REPORTING, T0)
     (entry,) = plan.status.failures
     assert entry.lost_work_seconds == pytest.approx(900 - 60)  # checkpoint to detection
     assert entry.resume_step == 1000 and entry.generation == 0
     deletes = {d.name: d for d in of_type(plan, DeletePod)}
     assert deletes["llm-train-g0-0"].force  # its kubelet is gone: no grace
     assert deletes["llm-train-g0-1"].grace_seconds == 30 and not deletes["llm-train-g0-1"].force
-    created = of_type(plan, CreatePod)  # the new generation, in the same pass
+    assert of_type(plan, CreatePod) == []  # not while the survivor still stops
+    created = of_type(landed(snap, plan, REPORTING).decide(), CreatePod)  # once it is gone
     assert sorted(c.manifest["metadata"]["name"] for c in created) == [
         "llm-train-g1-0",
         "llm-train-g1-1",
@@ -347,19 +350,21 @@ def test_a_checkpoint_reported_after_detection_is_the_resume_step_with_no_lost_w
     checkpointed meanwhile. The ledger names the step the new generation is told to resume
     from, and nothing before detection was lost."""
     ckpt = CheckpointRecord(step=1040, time=format_time(at(-30)), path="/c/1040")
-    plan = decide(_failed(record={"last_checkpoint": ckpt}), REPORTING, T0)
+    snap = _failed(record={"last_checkpoint": ckpt})
+    plan = decide(snap, REPORTING, T0)
     (entry,) = plan.status.failures
     assert entry.resume_step == 1040 and entry.lost_work_seconds == 0
-    env = _env(of_type(plan, CreatePod)[0].manifest)
+    env = _env(of_type(landed(snap, plan, REPORTING).decide(), CreatePod)[0].manifest)
     assert env["PHASED_RESUME_STEP"] == str(entry.resume_step)
 
 
 def test_without_any_checkpoint_the_whole_phase_so_far_is_lost_work():
-    plan = decide(_failed(), REPORTING, T0)
+    snap = _failed()
+    plan = decide(snap, REPORTING, T0)
     (entry,) = plan.status.failures
     assert entry.lost_work_seconds == pytest.approx(7200 - 60)
     assert entry.resume_step is None
-    env = _env(of_type(plan, CreatePod)[0].manifest)
+    env = _env(of_type(landed(snap, plan, REPORTING).decide(), CreatePod)[0].manifest)
     assert "PHASED_RESUME_FROM" not in env
 
 

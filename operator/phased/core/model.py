@@ -107,6 +107,8 @@ class PodInfo:
     node_name: str | None = None
     phase: PodPhase = PodPhase.PENDING
     deleting: bool = False  # metadata.deletionTimestamp is set
+    # metadata.deletionTimestamp itself: when the grace its deletion was given ends
+    stop_by: datetime | None = None
     ready: bool = False
     created: datetime | None = None
     started: datetime | None = None  # status.startTime

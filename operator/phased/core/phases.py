@@ -11,9 +11,20 @@ first workers get ``PHASED_RESUME=false``.
 
 ``maxDuration`` counts from the phase's ``start_time``, which is set when its first workers
 are created, so time spent waiting for capacity does not eat into it.
+
+A new generation (after a gang restart, or a new phase's first) is created once the job's
+workers that were asked to stop have left its active nodes (:func:`stopping_until`): created
+beside them, a new worker whose node they still hold fails to schedule, and the scheduler
+then backs off from it (1 s doubling to 10 s a pod), so it ran seconds after its node came
+free. A worker still stopping past its grace (``metadata.deletionTimestamp``) and
+``STOP_MARGIN_S`` is no longer waited for: the generation is created and the scheduler
+places each worker as its node frees (a node that never does is a stuck start, see
+:mod:`phased.core.starts`).
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import CompletionMode, JobState, NodeRole, PhaseState
@@ -25,6 +36,10 @@ from phased.core.podlabels import MAX_GENERATION, label_int
 from phased.core.times import format_time, parse_time, shifted
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED})
+ENDED = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+# After its grace a kubelet kills what is left, reports the pod ended and lets it go.
+STOP_MARGIN_S = 10.0
+DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds unless its spec says otherwise
 
 
 def world_of(pods: list[PodInfo], fallback: int, limit: int) -> int:
@@ -97,6 +112,27 @@ def _attempt(pod: PodInfo) -> int:
 
 def live(pods: list[PodInfo]) -> list[PodInfo]:
     return [p for p in pods if not p.deleting]
+
+
+def stopping_until(draft: Draft) -> datetime | None:
+    """Until when a new generation waits for the job's workers still stopping on its active
+    nodes (None: none is). A worker stops from the delete that gave it a grace until it
+    ends or is gone; one deleted with no grace (its node is lost) is gone at once, and one
+    on a node no longer active holds nothing the new generation needs."""
+    active = {n for n, r in draft.roles.items() if r == NodeRole.ACTIVE}
+    asked = {a.name: a for a in draft.actions if isinstance(a, DeletePod) and not a.force}
+    deadlines: list[datetime] = []
+    for pod in draft.pods:
+        if pod.node_name not in active or pod.phase in ENDED:
+            continue
+        if pod.deleting and pod.stop_by is not None:
+            deadlines.append(pod.stop_by)
+        elif pod.name in asked:  # deleted by this very plan
+            grace = asked[pod.name].grace_seconds
+            deadlines.append(shifted(draft.now, DEFAULT_GRACE_S if grace is None else grace))
+    if not deadlines:
+        return None
+    return shifted(max(deadlines), STOP_MARGIN_S)
 
 
 def generation_pods(draft: Draft) -> list[PodInfo]:

@@ -429,10 +429,12 @@ def tend_generation(draft: Draft) -> None:
         return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
-    if losses.missing and _swap_interrupted(draft):
-        # A failure is open and no spare has replaced its node yet: the missing rank's pod
-        # was deleted with the node before a crash, not lost between creates. Answer it
-        # as the failure it is: promote and restart.
+    if losses.missing and (losses.restart_needed or _swap_interrupted(draft)):
+        # The generation restarts anyway, or a failure is open and no spare has replaced
+        # its node yet (the missing rank's pod was deleted with the node before a crash,
+        # not lost between creates): the missing ranks are part of the restart, never
+        # created again beside it (a gang restart whose status write was lost leaves its
+        # failed worker and no survivors: the new generation comes after them).
         losses.vanished.extend(losses.missing)
         losses.missing.clear()
     if losses.missing:

@@ -62,7 +62,7 @@ from phased.core.model import (
     SetNodeRole,
 )
 from phased.core.ownership import Kind, LeftAlone, ownership
-from phased.core.phases import fail, generation_pods, live, next_generation
+from phased.core.phases import fail, generation_pods, live, next_generation, stopping_until
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
@@ -80,7 +80,7 @@ from phased.core.pools import (
     type_keys,
     type_total,
 )
-from phased.core.times import format_time, parse_time
+from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.workers import Worker, service_manifest
 
 
@@ -382,6 +382,10 @@ def start_generation(draft: Draft, type_key: str) -> bool:
     if draft.waiting or draft.claiming_active() or draft.breaker_nodes:
         return False
     if len(actives) < draft.phase.nodes.min or not all(n.ready for n in actives):
+        return False
+    stopping = stopping_until(draft)
+    if stopping is not None and stopping > draft.now:
+        draft.later(seconds_between(draft.now, stopping))  # their leaving wakes it sooner
         return False
     if not draft.snap.service_exists:
         draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))

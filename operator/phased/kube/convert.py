@@ -111,6 +111,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         node_name=spec.get("nodeName"),
         phase=phase,
         deleting=meta.get("deletionTimestamp") is not None,
+        stop_by=parse_time(meta.get("deletionTimestamp")),
         ready=ready,
         created=parse_time(meta.get("creationTimestamp")),
         started=parse_time(status.get("startTime")),
