@@ -60,7 +60,7 @@ def _stopping(cluster, snap: Snapshot, names: list[str], by_seconds: float) -> N
     until their grace ends."""
     was = {p.name: p for p in snap.pods}
     for name in names:
-        cluster.pods[name] = replace(was[name], deleting=True, stop_by=at(by_seconds))
+        cluster.pods[name] = replace(was[name], stop_by=at(by_seconds))
 
 
 def test_the_restart_creates_nothing_beside_survivors_still_stopping():

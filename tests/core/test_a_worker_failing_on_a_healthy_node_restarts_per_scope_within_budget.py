@@ -20,6 +20,9 @@ from tests.core.builders import (
     spec,
 )
 
+# Deleted with a grace that ran out a minute before the pass: stuck, no longer waited for.
+STUCK = at(-60)
+
 
 def _snap(scope="Gang", budget=3, used=0):
     held = [owned(node(f"a{i}"), NodeRole.ACTIVE) for i in range(3)]
@@ -121,7 +124,7 @@ def test_a_lost_status_write_after_a_restart_neither_forgets_it_nor_repeats_it(s
 def test_a_gang_whose_workers_all_went_starts_a_generation_never_used_before():
     held = [owned(node(f"a{i}"), NodeRole.ACTIVE) for i in range(3)]
     gone = [
-        replace(pod(f"llm-train-g0-{i}", "train", i, world=3, node_name=f"a{i}"), deleting=True)
+        replace(pod(f"llm-train-g0-{i}", "train", i, world=3, node_name=f"a{i}"), stop_by=STUCK)
         for i in range(3)
     ]
     status = TrainingJobStatus(phase="train", state=JobState.RUNNING, world_size=3)

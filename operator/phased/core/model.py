@@ -106,8 +106,7 @@ class PodInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     node_name: str | None = None
     phase: PodPhase = PodPhase.PENDING
-    deleting: bool = False  # metadata.deletionTimestamp is set
-    # metadata.deletionTimestamp itself: when the grace its deletion was given ends
+    # metadata.deletionTimestamp: the pod is being deleted, and the grace it was given ends then
     stop_by: datetime | None = None
     ready: bool = False
     created: datetime | None = None
@@ -118,6 +117,10 @@ class PodInfo:
     # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
     waiting_reason: str = ""
     waiting_message: str = ""
+
+    @property
+    def deleting(self) -> bool:
+        return self.stop_by is not None
 
     @property
     def phase_name(self) -> str:

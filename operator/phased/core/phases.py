@@ -125,7 +125,7 @@ def stopping_until(draft: Draft) -> datetime | None:
     for pod in draft.pods:
         if pod.node_name not in active or pod.phase in ENDED:
             continue
-        if pod.deleting and pod.stop_by is not None:
+        if pod.stop_by is not None:
             deadlines.append(pod.stop_by)
         elif pod.name in asked:  # deleted by this very plan
             grace = asked[pod.name].grace_seconds

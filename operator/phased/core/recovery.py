@@ -67,7 +67,7 @@ from phased.core.model import (
     SetNodeRole,
     UnquarantineNode,
 )
-from phased.core.phases import fail, generation_pods, latest_attempts, live, world_of
+from phased.core.phases import ENDED, fail, generation_pods, latest_attempts, live, world_of
 from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.times import format_time, parse_time
@@ -371,9 +371,9 @@ def gang_restart(draft: Draft, why: str) -> None:
 
     Workers on a lost node were already deleted with no grace (their kubelet is gone); the
     running survivors get ``survivorGracePeriod`` to stop; Failed and Succeeded workers are
-    kept, never deleted. The next generation is created in the same
-    pass: the scheduler binds each new worker as soon as its node's GPUs are free, so a
-    survivor still terminating delays only the worker that needs its node.
+    kept, never deleted. The next generation is created once the survivors have stopped
+    (:func:`phased.core.phases.stopping_until`): their leaving wakes the pass that creates
+    it, so no new worker waits beside one that still holds its node's GPUs.
     """
     old = draft.status.restart_generation
     grace = parse_duration(draft.spec.failure_policy.survivor_grace_period)
@@ -381,7 +381,7 @@ def gang_restart(draft: Draft, why: str) -> None:
         # Failed and Succeeded workers hold nothing and stay, the record of why (a lost
         # status write re-derives the restart from them, and their logs are kept); running
         # survivors get the grace period.
-        if pod.generation <= old and pod.phase not in (PodPhase.FAILED, PodPhase.SUCCEEDED):
+        if pod.generation <= old and pod.phase not in ENDED:
             draft.act(DeletePod(pod.name, reason=f"gang restart: {why}", grace_seconds=grace))
     draft.set(restart_generation=old + 1)
     draft.event(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from phased.core import labels
@@ -23,6 +23,14 @@ _QUANTITY = re.compile(r"^([0-9]+)(\.[0-9]+)?([a-zA-Z]*)$")
 
 def parse_time(value: Any) -> datetime | None:
     return _parse_time(value) if isinstance(value, str) else None
+
+
+def _stop_by(deletion: Any) -> datetime | None:
+    """A pod's ``deletionTimestamp``; one that is set but unreadable reads as long past (the
+    pod is being deleted all the same, its grace is not waited for)."""
+    if deletion is None:
+        return None
+    return parse_time(deletion) or datetime.fromtimestamp(0, UTC)
 
 
 def whole_units(value: Any) -> int:
@@ -110,8 +118,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         labels=dict(meta.get("labels") or {}),
         node_name=spec.get("nodeName"),
         phase=phase,
-        deleting=meta.get("deletionTimestamp") is not None,
-        stop_by=parse_time(meta.get("deletionTimestamp")),
+        stop_by=_stop_by(meta.get("deletionTimestamp")),
         ready=ready,
         created=parse_time(meta.get("creationTimestamp")),
         started=parse_time(status.get("startTime")),
