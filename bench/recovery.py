@@ -794,6 +794,21 @@ class PhasedSide:
 
         return wait_for(entries, 30, interval=0.5) or []
 
+    def settled(self, ns: str, name: str, where: str) -> list[PodView] | None:
+        """The job's 8 running workers, once it has been steady for a second (None: not
+        within 180 s). A job that changed in that second (a worker gone, a restart) is
+        waited for again, and the log says so."""
+        deadline = now() + 180
+        while now() < deadline:
+            if not wait_for(lambda: self.steady(ns, name), deadline - now(), interval=0.5):
+                return None
+            time.sleep(1.0)
+            running = [p for p in self.workers(ns, name) if p.phase == "Running"]
+            if len(running) == WORKERS and self.steady(ns, name):
+                return running
+            log("phased", f"{where}: {len(running)} workers running a second after steady; again")
+        return None
+
     def lane(self, kind: str, lane: int, trials: list[Trial]) -> None:
         ns = lib.create_namespace(self.core, f"phased-{kind}-{lane}")
         name = "bench"
@@ -801,14 +816,13 @@ class PhasedSide:
         k = VICTIMS.get(kind, 1)
         try:
             for trial in trials:
-                if not wait_for(lambda: self.steady(ns, name), 180, interval=0.5):
+                running = self.settled(ns, name, f"{kind}/{lane}")
+                if running is None:
                     trial.error = "the job was not back to Running with 8 workers and 2 spares"
                     log("phased", f"{kind}/{lane}: {trial.error}; lane stops")
                     for rest in trials[trials.index(trial) :]:
                         rest.error = rest.error or trial.error
                     return
-                time.sleep(1.0)
-                running = [p for p in self.workers(ns, name) if p.phase == "Running"]
                 victims = pick_in_racks([p.node or "" for p in running], self.racks, k)
                 lost = {p.labels["phased.dev/rank"]: p.uid for p in running if p.node in victims}
                 for node in victims:
