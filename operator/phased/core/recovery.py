@@ -290,6 +290,45 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
         draft.roles[failure.node] = NodeRole.QUARANTINED
 
 
+def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
+    """A generation goes on nodes under no suspicion when the spares allow it.
+
+    An active node in trouble but still within its grace (NotReady, a GPU-fault condition,
+    GPUs missing from allocatable) on which no worker of the generation is bound (``busy``:
+    the nodes that have one) trades roles with the Ready spare nearest to it that is under
+    no suspicion: before a new generation is created (nothing is bound yet), and while one
+    runs whose worker for that node is still unbound (the node went NotReady before the
+    scheduler placed it; a rank replaced onto a spare that fell ill), so no worker waits out
+    a grace a spare can cover. The troubled node stays held, as a spare: it is answered as a
+    spare's failure if its grace runs out (nothing is interrupted) and serves as one if it
+    recovers. No ledger entry and no restart: nothing failed, nothing ran there. Not while
+    the breaker holds failures (automatic action is paused then). A worker already bound to
+    a troubled node is waited for: the grace is what tells a blip from a loss.
+    """
+    if draft.breaker_nodes:
+        return
+    troubled = [
+        n
+        for n in draft.held(NodeRole.ACTIVE)
+        if (not n.ready or n.name in draft.suspect_nodes) and n.name not in busy
+    ]
+    for node in sorted(troubled, key=lambda n: n.name):
+        healthy = [s for s in draft.held(NodeRole.SPARE) if s.name not in draft.suspect_nodes]
+        spare = choose_spare(node, healthy, [])
+        if spare is None:
+            return
+        for held, role in ((node, NodeRole.SPARE), (spare, NodeRole.ACTIVE)):
+            draft.act(SetNodeRole(node=held.name, role=role))
+            draft.roles[held.name] = role
+        draft.event(
+            NORMAL,
+            "TroubledNodeSwapped",
+            f"active node {node.name} is in trouble within its grace and no worker is bound "
+            f"to it: spare {spare.name} takes its place in phase {draft.phase.name}, "
+            f"{node.name} stays held as a spare",
+        )
+
+
 # --- the running generation -----------------------------------------------------------------
 
 
@@ -440,6 +479,7 @@ def tend_generation(draft: Draft) -> None:
     if losses.missing:
         replace_ranks(draft, pods, losses.missing, world)
     if not losses.restart_needed:
+        keep_troubled_out(draft, frozenset(p.node_name for p in live(pods) if p.node_name))
         # A node can leave the pool while no worker of this generation runs on it yet (its
         # worker still Pending): nothing to restart, but its place is filled all the same.
         if len(draft.held(NodeRole.ACTIVE)) < world:

@@ -12,16 +12,17 @@ holds (holding nothing yet: to the rack with the most free nodes, see
 spares first, the farthest first. Workers are created once at least ``min`` actives are held
 and Ready and no active claim is still in flight (so the world size includes them): one per
 active node. An active node in trouble but within its grace trades roles with a healthy
-Ready spare before the generation starts (:func:`_keep_troubled_out`), so a new phase or
-generation does not wait out a grace when a spare can take the place. A free node claimed as
-active while a failure is open names the failed node it replaces (``ClaimNode.replaces``),
-so the ledger's ``replacedBy`` is kept when the pool regrows from free nodes as well as from
-spares.
+Ready spare before the generation starts (:func:`phased.core.recovery.keep_troubled_out`),
+so a new phase or generation does not wait out a grace when a spare can take the place. A
+free node claimed as active while a failure is open names the failed node it replaces
+(``ClaimNode.replaces``), so the ledger's ``replacedBy`` is kept when the pool regrows from
+free nodes as well as from spares.
 
 While a generation runs, only the spares move: refilled from free nodes up to
-``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (A ``nodes.max``
-lowered below the running world restarts the gang first, see
-:mod:`phased.core.recovery`; the pool is then formed again at the new size.)
+``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (Recovery, in
+:mod:`phased.core.recovery`, moves actives: a failed node's place goes to a spare, a troubled
+one no worker is bound to yet trades places with one, and a ``nodes.max`` lowered below the
+running world restarts the gang, after which the pool is formed again at the new size.)
 
 Gang admission: a phase being formed claims its whole pool in one pass once what it holds
 plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min``; otherwise
@@ -50,7 +51,6 @@ from phased.api.v1alpha1 import AdmissionTimeoutAction, JobState, NodeRole, Phas
 from phased.core import checkpoints
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
-from phased.core.failure import choose_spare
 from phased.core.ledger import mark_replaced
 from phased.core.model import (
     Claimant,
@@ -80,6 +80,7 @@ from phased.core.pools import (
     type_keys,
     type_total,
 )
+from phased.core.recovery import keep_troubled_out
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.workers import Worker, service_manifest
 
@@ -220,7 +221,7 @@ def form_pool(draft: Draft, type_key: str) -> None:
     targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
     _fit_actives(draft, targets, free)
     _fit_spares(draft, targets.spares, free)
-    _keep_troubled_out(draft)
+    keep_troubled_out(draft)
     _admitted(draft)
     pool = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
     _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
@@ -248,38 +249,6 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     for node in nearest_first(free, _anchors(draft, free))[: max(0, need)]:
         _claim(draft, node, NodeRole.ACTIVE, replaces=next(unanswered, None))
         free.remove(node)
-
-
-def _keep_troubled_out(draft: Draft) -> None:
-    """A new generation goes on nodes under no suspicion when the spares allow it.
-
-    An active node in trouble but still within its grace (NotReady, a GPU-fault condition,
-    GPUs missing from allocatable) trades roles with the Ready spare nearest to it that is
-    under no suspicion, so the generation starts now instead of after the grace. The
-    troubled node stays held, as a spare: it is answered as a spare's failure if its grace
-    runs out (nothing is interrupted) and serves as one if it recovers. No ledger entry and
-    no restart: nothing failed yet. Not while the breaker holds failures (automatic action
-    is paused then). With no such spare the generation waits for the grace as before.
-    """
-    if draft.breaker_nodes:
-        return
-    troubled = [
-        n for n in draft.held(NodeRole.ACTIVE) if not n.ready or n.name in draft.suspect_nodes
-    ]
-    for node in sorted(troubled, key=lambda n: n.name):
-        healthy = [s for s in draft.held(NodeRole.SPARE) if s.name not in draft.suspect_nodes]
-        spare = choose_spare(node, healthy, [])
-        if spare is None:
-            return
-        _set_role(draft, node, NodeRole.SPARE)
-        _set_role(draft, spare, NodeRole.ACTIVE)
-        draft.event(
-            NORMAL,
-            "TroubledNodeSwapped",
-            f"active node {node.name} is in trouble within its grace: spare {spare.name} "
-            f"takes its place in phase {draft.phase.name}'s new generation, {node.name} "
-            "stays held as a spare",
-        )
 
 
 def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
