@@ -16,7 +16,9 @@ quarantined, and are left alone). For each size a fresh operator process
 ``--failures`` nodes are made NotReady one after another, spread over the jobs. Reported:
 
 - reaction: the failure visible in the API (the bench sees Ready=False on the Node) -> the
-  replacement worker pod exists (median, p99), polled every 0.1 s;
+  replacement worker pod exists (median, p99), polled every 0.1 s; and the operator's first
+  answer to it: the failure visible -> the Node cordoned (``spec.unschedulable``), read in
+  the same polls;
 - reconcile throughput: passes/s from ``phased_reconcile_duration_seconds_count`` while idle
   and during the failures, and the mean pass duration;
 - resident memory (VmRSS) and CPU (utime+stime from /proc/<pid>/stat) of the operator;
@@ -304,6 +306,7 @@ class SizeResult:
     settled_s: float = 0.0  # waited for the node start-up to end before the control
     ready_s: float = 0.0
     reactions: list[float] = field(default_factory=list)
+    answers: list[float] = field(default_factory=list)  # failure visible -> node cordoned
     idle_passes_s: float = 0.0
     busy_passes_s: float = 0.0
     mean_pass_ms: float = 0.0
@@ -472,7 +475,16 @@ def run_size(
             lib.wait_until(not_ready, 30, interval=0.05)
             visible = time.monotonic()
 
-            def replaced(job_uid: str = job_uid, before: set[str] = before) -> bool:
+            cordoned: list[float] = []
+
+            def replaced(
+                job_uid: str = job_uid,
+                before: set[str] = before,
+                node: str = node,
+                cordoned: list[float] = cordoned,
+            ) -> bool:
+                if not cordoned and core.read_node(node).spec.unschedulable:
+                    cordoned.append(time.monotonic())
                 items = core.list_namespaced_pod(
                     ns, label_selector=f"phased.dev/job-uid={job_uid}"
                 ).items
@@ -481,6 +493,9 @@ def run_size(
             try:
                 lib.wait_until(replaced, 60, interval=0.1)
                 result.reactions.append(time.monotonic() - visible)
+                # The cordon comes first in the operator's plan: seen by now, or in one look.
+                if cordoned or core.read_node(node).spec.unschedulable:
+                    result.answers.append((cordoned or [time.monotonic()])[0] - visible)
             except lib.WaitTimeout:
                 result.missed += 1
             peak = max(peak, proc_sample(pid)[0])
@@ -674,6 +689,7 @@ def pooled(runs: list[SizeResult]) -> SizeResult:
         operator=runs[0].operator,
         ready_s=mean([r.ready_s for r in runs]),
         reactions=[x for r in runs for x in r.reactions],
+        answers=[x for r in runs for x in r.answers],
         idle_passes_s=mean([r.idle_passes_s for r in runs]),
         busy_passes_s=mean([r.busy_passes_s for r in runs]),
         mean_pass_ms=mean([r.mean_pass_ms for r in runs]),
@@ -718,6 +734,8 @@ def compare(results: list[SizeResult], before_label: str) -> str:
                     percentile(before.reactions, 99) * 1000, percentile(after.reactions, 99) * 1000
                 ),
                 pair(median(before.reactions) * 1000, median(after.reactions) * 1000),
+                pair(percentile(before.answers, 99) * 1000, percentile(after.answers, 99) * 1000),
+                pair(median(before.answers) * 1000, median(after.answers) * 1000),
                 pair(before.idle_cpu_pct, after.idle_cpu_pct, " %"),
                 pair(before.busy_cpu_pct, after.busy_cpu_pct, " %"),
                 pair(before.mean_pass_ms, after.mean_pass_ms),
@@ -733,6 +751,8 @@ def compare(results: list[SizeResult], before_label: str) -> str:
         "failures",
         "reaction p99 ms",
         "reaction median ms",
+        "cordon p99 ms",
+        "cordon median ms",
         "CPU idle",
         "CPU failing",
         "mean pass ms",
@@ -843,6 +863,9 @@ def report(
             f"{median(r.reactions) * 1000:.0f}",
             f"{percentile(r.reactions, 99) * 1000:.0f}"
             + (" (max)" if is_max_rank(len(r.reactions), 99) else ""),
+            f"{median(r.answers) * 1000:.0f}",
+            f"{percentile(r.answers, 99) * 1000:.0f}"
+            + (" (max)" if is_max_rank(len(r.answers), 99) else ""),
             f"{r.idle_passes_s:.2f}",
             f"{r.busy_passes_s:.2f}",
             f"{r.mean_pass_ms:.0f}",
@@ -862,6 +885,8 @@ def report(
         "failures",
         "reaction median ms",
         "reaction p99 ms (the max below 100 failures)",
+        "cordon median ms",
+        "cordon p99 ms",
         "passes/s idle",
         "passes/s failing",
         "mean pass ms",
@@ -927,10 +952,13 @@ def report(
     )
     note = f"""
 Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
-pod exists (the whole gang is recreated on the promoted spare); `notReadyGrace: 0s`, so this
-is the operator's own time (with a real grace, add it). The bench polls every 0.1 s and
-each poll is a list call, so a few tens of ms of the figure are the bench's; with fewer
-than 100 failures a size, p99 is the slowest one. CPU % is of one
+pod exists (the whole gang is recreated on the promoted spare, once the survivors it stopped
+are gone: kwok ends a deleted pod at once, so that is one more pass after their deletions
+come back); `notReadyGrace: 0s`, so this is the operator's own time (with a real grace, add
+it). Cordon = the same start -> the Node `spec.unschedulable`, the first action of the
+operator's answer (the quarantine), read in the same polls. The bench polls every 0.1 s and
+each poll is a GET and a list call, so a few tens of ms of the figures are the bench's; with
+fewer than 100 failures a size, p99 is the slowest one. CPU % is of one
 core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
 failures, on {os.cpu_count()} CPUs (the machine is shared).
 {lease_note(args.node_lease_seconds)} The operator runs with the end-to-end settings
