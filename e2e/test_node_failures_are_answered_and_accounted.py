@@ -105,6 +105,39 @@ def test_lost_gpus_on_a_ready_node_are_a_failure(
     assert victim not in st["pool"]["active"]
 
 
+def test_a_worker_that_cannot_be_placed_on_an_ailing_node_goes_to_the_spare_at_once(
+    running: Any, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any
+) -> None:
+    """A node loses GPUs (a failure only after its 5-minute grace) while its worker runs on:
+    the worker is waited for. Its worker then goes (deleted by hand, as an eviction would):
+    the replacement of that rank cannot be placed there, so the node trades places with the
+    spare at once and the worker runs on the spare, with no ledger entry and no grace."""
+    job = long_job("unplaced", 2, 1, gpuDropGrace="5m", restartScope="Worker")
+    job["spec"]["launcher"] = {"type": "Torchrun", "rendezvous": "C10d"}
+    name, uid, st = running(job)
+    spare = st["pool"]["spares"][0]
+    victim = sim_node(sorted(st["pool"]["active"])[0])
+    lib.drop_allocatable_gpus(core, victim, 6)
+    time.sleep(3)  # seen by the operator: a suspect within its grace, its worker left alone
+    (worker,) = [p for p in live_workers(core, namespace, uid) if p.spec.node_name == victim]
+    assert worker.status.phase == "Running"
+    core.delete_namespaced_pod(worker.metadata.name, namespace)
+
+    def moved() -> dict[str, Any] | None:
+        on = {
+            p.spec.node_name
+            for p in live_workers(core, namespace, uid)
+            if p.status.phase == "Running"
+            and p.metadata.labels["phased.dev/rank"] == worker.metadata.labels["phased.dev/rank"]
+        }
+        return status(kubectl, namespace, name) if spare in on else None
+
+    st = lib.wait_until(moved, 60, message="the rank running on the spare")
+    assert victim in st["pool"]["spares"] and spare in st["pool"]["active"]
+    assert ledger_for(st, victim) == []  # within its grace: nothing has failed
+    assert "TroubledNodeSwapped" in job_events(kubectl, namespace, name)
+
+
 def test_two_nodes_failing_at_once_are_both_replaced(
     running: Any, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any
 ) -> None:
