@@ -26,7 +26,10 @@ the kubelet is back, while Phased has started a new generation elsewhere that re
 checkpoint it named. So a checkpoint's name carries its generation (two generations never
 write the same file), pruning keeps the newest by (generation, step) and happens only after
 the operator acknowledged a report, and a report answered ``Superseded`` (this generation
-was replaced) ends the process at once, before it writes or deletes anything more.
+was replaced) ends the process at once, before it writes or deletes anything more. A job
+created again under the same name finds the last one's checkpoints in its directory: pruning
+leaves alone what ranks above the checkpoint just written, so they never push out the ones
+this run resumes from.
 """
 
 from __future__ import annotations
@@ -116,13 +119,17 @@ def save(directory: Path, step: int, generation: int, params: Params, loss: floa
     return path
 
 
-def prune(directory: Path, keep: int) -> None:
-    """Keep the ``keep`` newest checkpoints: a later generation's outrank an earlier one's
-    (an earlier generation went on past the step the later one resumed from)."""
+def prune(directory: Path, keep: int, current: tuple[int, int]) -> None:
+    """Keep the ``keep`` newest checkpoints up to ``current`` (generation, step), the one
+    just written and acknowledged: a later generation's outrank an earlier one's (an earlier
+    generation went on past the step the later one resumed from). Files ranked above
+    ``current`` are not this run's (a job of the same name wrote them to the same volume
+    before it): they are left alone, and never push out the checkpoints this run will
+    resume from."""
     found = []
     for path in directory.glob("step-*.npz"):
         match = CHECKPOINT_NAME.fullmatch(path.name)
-        if match:
+        if match and (int(match[2]), int(match[1])) <= current:
             found.append(((int(match[2]), int(match[1])), path))
     for _, old in sorted(found)[:-keep]:
         old.unlink(missing_ok=True)
@@ -194,7 +201,7 @@ def train() -> int:
             reported = phased_worker.report_checkpoint(step, str(path))
             say("checkpoint", step=step, path=str(path), reported=reported)
             if reported or not phased_worker.enabled():
-                prune(directory, keep)
+                prune(directory, keep, (generation, step))
         time.sleep(max(0.0, pace - (time.monotonic() - began)))
 
     if metrics is not None:
