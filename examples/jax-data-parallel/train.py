@@ -129,8 +129,9 @@ def prune(directory: Path, keep: int, current: tuple[int, int]) -> None:
     found = []
     for path in directory.glob("step-*.npz"):
         match = CHECKPOINT_NAME.fullmatch(path.name)
-        if match and (int(match[2]), int(match[1])) <= current:
-            found.append(((int(match[2]), int(match[1])), path))
+        key = (int(match[2]), int(match[1])) if match else None
+        if key is not None and key <= current:
+            found.append((key, path))
     for _, old in sorted(found)[:-keep]:
         old.unlink(missing_ok=True)
 

@@ -298,12 +298,13 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
     the nodes that have one) trades roles with the Ready spare nearest to it that is under
     no suspicion: before a new generation is created (nothing is bound yet), and while one
     runs whose worker for that node is still unbound (the node went NotReady before the
-    scheduler placed it; a rank replaced onto a spare that fell ill), so no worker waits out
-    a grace a spare can cover. The troubled node stays held, as a spare: it is answered as a
-    spare's failure if its grace runs out (nothing is interrupted) and serves as one if it
-    recovers. No ledger entry and no restart: nothing failed, nothing ran there. Not while
-    the breaker holds failures (automatic action is paused then). A worker already bound to
-    a troubled node is waited for: the grace is what tells a blip from a loss.
+    scheduler placed it; a rank replaced onto a spare that fell ill), so no unplaced worker
+    waits out a grace a spare can cover. The troubled node stays held, as a spare: it is
+    answered as a spare's failure if its grace runs out (nothing is interrupted) and serves
+    as one if it recovers. No ledger entry and no restart: nothing failed, nothing ran
+    there. Not while the breaker holds failures (automatic action is paused then). A worker
+    already bound to a troubled node is waited for: the grace is what tells a blip from a
+    loss.
     """
     if draft.breaker_nodes:
         return
