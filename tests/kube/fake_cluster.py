@@ -3,7 +3,8 @@
 It keeps Nodes, Pods and TrainingJobs as raw dicts and answers the requests the verbs make:
 GET/LIST/merge-PATCH (with the resourceVersion precondition) on Nodes, LIST of pods by
 ``spec.nodeName``, evictions (refused with 429 for pods a disruption budget protects),
-deletes, and GET of a TrainingJob. Anything else fails the test.
+deletes, and GET and merge-PATCH (with the precondition) of a TrainingJob. Anything else
+fails the test.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class FakeCluster:
         self.calls: list[tuple[str, str]] = []  # (method, path)
         self.after_patch: Callable[[str], None] | None = None
         self.busy: dict[str, int] = {}  # node -> patches that lose to another writer first
+        # writes of another client (the operator's status) that land just before each of the
+        # next job patches, one each, in order
+        self.job_writers: list[Callable[[JSON], None]] = []
         self._rv = 100
 
     # -- building the cluster -----------------------------------------------------------------
@@ -104,11 +108,8 @@ class FakeCluster:
             }
         if match := _POD.match(path):
             return self._pod(method, match["ns"], match["name"], bool(match["sub"]), resource)
-        if (match := _JOB.match(path)) and method == "GET":
-            job = self.jobs.get((match["ns"], match["n"]))
-            if job is None:
-                raise NotFound(404, "NotFound", "no such job", verb, resource)
-            return copy.deepcopy(job)
+        if match := _JOB.match(path):
+            return self._job(method, (match["ns"], match["n"]), body, verb, resource)
         raise AssertionError(f"the fake API does not serve {method} {path}")
 
     def _node(self, method: str, name: str, body: Any, resource: str) -> JSON:
@@ -133,6 +134,29 @@ class FakeCluster:
         if self.after_patch is not None:
             self.after_patch(name)
         return copy.deepcopy(node)
+
+    def _job(self, method: str, key: tuple[str, str], body: Any, verb: str, resource: str) -> JSON:
+        job = self.jobs.get(key)
+        if job is None:
+            raise NotFound(404, "NotFound", "no such job", verb, resource)
+        if method == "GET":
+            return copy.deepcopy(job)
+        assert method == "PATCH"
+        if self.job_writers:
+            self.job_writers.pop(0)(job)
+            self._bump(job)
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != job["metadata"].get("resourceVersion"):
+            raise Conflict(409, "Conflict", "the object has been modified", "patch", resource)
+        patch = copy.deepcopy(body)
+        patch["metadata"].pop("resourceVersion", None)
+        merge(job, patch)
+        self._bump(job)
+        return copy.deepcopy(job)
+
+    def _bump(self, raw: JSON) -> None:
+        self._rv += 1
+        raw["metadata"]["resourceVersion"] = str(self._rv)
 
     def _pod(self, method: str, ns: str, name: str, eviction: bool, resource: str) -> JSON:
         raw = self.pod(ns, name)

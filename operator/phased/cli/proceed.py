@@ -8,8 +8,14 @@ so the operator answers the held failures once, as usual, and arms the breaker a
 refuses a job whose breaker is not tripped: a go-ahead given in advance would let the next
 mass failure through unseen.
 
-Exit codes: 0 released, 1 nothing to release (not tripped, or the job changed meanwhile:
-run it again), 2 the job or the cluster could not be reached.
+The write is guarded by the job's resourceVersion, so the go-ahead is given for the breaker
+state the command read. The operator writes the job's status on its own (every resync), and
+a write of its between the command's read and its own makes the guard refuse: the command
+then reads the job again and decides again, as a controller does on a conflict, up to
+``ATTEMPTS`` times.
+
+Exit codes: 0 released, 1 nothing to release (not tripped, or the job kept changing under
+every attempt: run it again), 2 the job or the cluster could not be reached.
 """
 
 from __future__ import annotations
@@ -17,13 +23,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from phased.api.v1alpha1 import parse_status
 from phased.core import labels
 from phased.core.conditions import ConditionType, find
 from phased.core.times import format_time, parse_time
+
+if TYPE_CHECKING:
+    from phased.kube.jobs import JobVerbs
+
+ATTEMPTS = 5  # reads and guarded writes before the command gives up on a job that keeps moving
 
 
 def register(sub: Any) -> None:
@@ -50,7 +62,7 @@ def approval_time(now: datetime, tripped_at: datetime | None) -> str:
 
 
 async def _proceed(namespace: str, name: str, kubeconfig: str | None) -> int:
-    from phased.kube.client import KubeClient, KubeError
+    from phased.kube.client import KubeClient
     from phased.kube.jobs import JobVerbs
 
     try:
@@ -59,7 +71,24 @@ async def _proceed(namespace: str, name: str, kubeconfig: str | None) -> int:
         print(f"phased: cannot connect: {exc}", file=sys.stderr)
         return 2
     try:
-        verbs = JobVerbs(kube)
+        return await release(JobVerbs(kube), namespace, name)
+    finally:
+        await kube.close()
+
+
+async def release(
+    verbs: JobVerbs,
+    namespace: str,
+    name: str,
+    *,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    pause: float = 0.2,
+) -> int:
+    """Read the job, and if its breaker holds anything, approve with a guarded write; on a
+    conflict read and decide again (the breaker may have been released meanwhile)."""
+    from phased.kube.client import KubeError
+
+    for attempt in range(1, ATTEMPTS + 1):
         try:
             job = await verbs.get(namespace, name)
         except KubeError as exc:
@@ -73,21 +102,25 @@ async def _proceed(namespace: str, name: str, kubeconfig: str | None) -> int:
         if cond is None or cond.status != "True":
             print(f"{namespace}/{name}: the breaker is not tripped; nothing to release")
             return 1
-        for held in status.breaker.held:
-            print(f"  {held.node} ({held.role}): {held.reason} since {held.since}")
-        value = approval_time(datetime.now(UTC), parse_time(cond.last_transition_time))
+        value = approval_time(clock(), parse_time(cond.last_transition_time))
         try:
             done = await verbs.annotate(job, labels.ANNOTATION_PROCEED, value)
         except KubeError as exc:
             print(f"phased: {exc}", file=sys.stderr)
             return 2
-        if not done:
-            print(f"{namespace}/{name} changed meanwhile; run the command again", file=sys.stderr)
-            return 1
-        print(
-            f"{namespace}/{name}: {labels.ANNOTATION_PROCEED}={value}; the operator answers "
-            f"the {len(status.breaker.held)} held failure(s) on its next pass"
-        )
-        return 0
-    finally:
-        await kube.close()
+        if done:
+            for held in status.breaker.held:
+                print(f"  {held.node} ({held.role}): {held.reason} since {held.since}")
+            print(
+                f"{namespace}/{name}: {labels.ANNOTATION_PROCEED}={value}; the operator "
+                f"answers the {len(status.breaker.held)} held failure(s) on its next pass"
+            )
+            return 0
+        if attempt < ATTEMPTS:
+            await asyncio.sleep(pause * attempt)
+    print(
+        f"{namespace}/{name} changed under each of {ATTEMPTS} attempts to approve; "
+        "run the command again",
+        file=sys.stderr,
+    )
+    return 1
