@@ -93,11 +93,12 @@ def release_quarantined(kubeconfig: str) -> None:
     for name in names:
         lib.reset_node(core, name)
     if names:
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "phased", "release-node", "--kubeconfig", kubeconfig, *names],
-            check=True,
             capture_output=True,
+            text=True,
         )
+        assert done.returncode == 0, f"phased release-node {names}: {done.stdout}{done.stderr}"
 
 
 def wait_state(

@@ -11,6 +11,8 @@ import json
 import os
 import secrets
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ import yaml
 from e2e import lib
 from e2e.harness import REPO, TEST_SETTINGS, Operator
 from e2e.operator_fixtures import LOGS, live_workers, release_quarantined
-from kubernetes import client
+from kubernetes import client, watch
 
 DNS_IP = lib.real_node_settings()["PHASED_NODES_DNS_IP"]
 
@@ -106,6 +108,45 @@ def events(core: Any, namespace: str, pod: str) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return out
+
+
+class ExitCodes:
+    """The last exit code each pod's worker container was seen ending with, from a watch of
+    the namespace's pods: a deleted pod's final state reaches a watch (its last update and
+    its DELETED event) but no later read."""
+
+    def __init__(self, core: Any, namespace: str) -> None:
+        self.codes: dict[str, int] = {}
+        self._core, self._namespace = core, namespace
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ExitCodes:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            watcher = watch.Watch()
+            try:
+                for event in watcher.stream(
+                    self._core.list_namespaced_pod, self._namespace, timeout_seconds=5
+                ):
+                    pod = event["object"]
+                    for cs in pod.status.container_statuses or []:
+                        ended = cs.state.terminated if cs.state else None
+                        if cs.name == "worker" and ended is not None:
+                            self.codes[pod.metadata.name] = int(ended.exit_code)
+                    if self._stop.is_set():
+                        break
+            except Exception:  # a cut watch: watch again
+                time.sleep(0.5)
+            finally:
+                watcher.stop()
 
 
 def generation_running(

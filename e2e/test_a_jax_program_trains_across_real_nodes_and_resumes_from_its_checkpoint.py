@@ -29,6 +29,7 @@ from e2e import lib
 from e2e.harness import Operator
 from e2e.operator_fixtures import apply, get_job, live_workers, nodes_of, status
 from e2e.real_nodes import (
+    ExitCodes,
     create_jax_program,
     events,
     generation_running,
@@ -115,19 +116,23 @@ def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
 
     # The kubelet of rank 1's node stops; rank 0 (its kubelet healthy) keeps training until
     # the gang restart stops it.
-    victim = pods[1].spec.node_name
-    lib.stop_kubelet(victim)
+    victim, survivor = pods[1].spec.node_name, pods[0].metadata.name
+    with ExitCodes(core, namespace) as ended:
+        lib.stop_kubelet(victim)
 
-    def answered() -> dict[str, Any] | None:
-        s = status(kubectl, namespace, NAME)
-        entries = [f for f in s.get("failures", []) if f["node"] == victim]
-        return s if entries and entries[0].get("resumed") else None
+        def answered() -> dict[str, Any] | None:
+            s = status(kubectl, namespace, NAME)
+            entries = [f for f in s.get("failures", []) if f["node"] == victim]
+            return s if entries and entries[0].get("resumed") else None
 
-    st = lib.wait_until(
-        answered,
-        300,
-        message=lambda: f"the failure of {victim} answered; {status(kubectl, namespace, NAME)}",
-    )
+        st = lib.wait_until(
+            answered,
+            300,
+            message=lambda: f"the failure of {victim} answered; {status(kubectl, namespace, NAME)}",
+        )
+    # The survivor ended through the program's own SIGTERM handler (128 + 15), not by the
+    # SIGKILL at the end of its grace (137): as PID 1 it would have ignored SIGTERM.
+    assert ended.codes.get(survivor) == 143, ended.codes
     entry = next(f for f in st["failures"] if f["node"] == victim)
     assert entry["replacedBy"] in spares and core.read_node(victim).spec.unschedulable
     assert nodes_of(core, uid).get(victim) == "quarantined"
