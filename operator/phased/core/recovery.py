@@ -525,7 +525,14 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo]) -> bool:
     Not a failure: neither ``restarts`` nor the restart budget counts it, and no ledger
     entry is written. Raising ``max`` restarts nothing: the pool grows at the next start of
     a generation (a restart or the next phase).
+
+    Not while the breaker holds failures (automatic action is paused and the workers on the
+    held nodes are left alone: the resize happens once it clears or a person releases it),
+    and not once a worker of the generation has succeeded (its work is done: a restart would
+    run the phase again; the boundary sizes the next phase anew).
     """
+    if draft.breaker_nodes or any(p.phase == PodPhase.SUCCEEDED for p in live(pods)):
+        return False
     limit = draft.phase.nodes.max
     # The workers' world-size labels, else the status's world size if it is this phase's
     # (after a transition whose status write was lost, it is the previous phase's).

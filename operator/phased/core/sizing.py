@@ -331,7 +331,11 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     free: list[NodeInfo] = []
     if short > 0:
         free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
-    room = draft.phase.nodes.max + wanted - len(draft.held(NodeRole.ACTIVE))
+    # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
+    # failures, or for a finishing generation's boundary): it sorts actives from spares, and
+    # the spares are kept for it meanwhile.
+    actives = min(len(draft.held(NodeRole.ACTIVE)), draft.phase.nodes.max)
+    room = draft.phase.nodes.max + wanted - actives
     claimed = _fit_spares(draft, max(0, min(wanted, room)), free)
     if claimed:
         draft.event(
