@@ -22,7 +22,9 @@ def test_the_resize_waits_for_the_breaker_and_then_keeps_healthy_nodes() -> None
     actives = cluster.held(NodeRole.ACTIVE)
     workers = sorted(p.name for p in cluster.running())
     for name in actives[:2]:  # 2 of a pool of 5 down together: the breaker trips
-        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now - timedelta(0, 600))
+        cluster.nodes[name] = with_ready(
+            cluster.nodes[name], False, cluster.now - timedelta(0, 600)
+        )
     cluster.settle()
     assert cluster.status.conditions and [
         c.status for c in cluster.status.conditions if c.type == "MassFailure"
