@@ -9,14 +9,14 @@ phase takes ``nodes.min`` actives, then ``spares.count`` spares, then actives up
 claiming free nodes, and claiming the free nodes nearest (rack, block, zone) to what it
 holds (holding nothing yet: to the rack with the most free nodes, see
 :func:`phased.core.pools.anchors_for`). Anything beyond ``max + spares.count`` is released,
-spares first, the farthest first. Workers are created once at least ``min`` actives are held
-and Ready and no active claim is still in flight (so the world size includes them): one per
-active node. An active node in trouble but within its grace trades roles with a healthy
-Ready spare before the generation starts (:func:`phased.core.recovery.keep_troubled_out`),
-so a new phase or generation does not wait out a grace when a spare can take the place. A
-free node claimed as active while a failure is open names the failed node it replaces
-(``ClaimNode.replaces``), so the ledger's ``replacedBy`` is kept when the pool regrows from
-free nodes as well as from spares.
+spares first, those in trouble within their grace first, then the farthest. Workers are
+created once at least ``min`` actives are held and Ready and no active claim is still in
+flight (so the world size includes them): one per active node. An active node in trouble
+but within its grace trades roles with a healthy Ready spare before the generation starts
+(:func:`phased.core.recovery.keep_troubled_out`), so a new phase or generation does not wait
+out a grace when a spare can take the place. A free node claimed as active while a failure
+is open names the failed node it replaces (``ClaimNode.replaces``), so the ledger's
+``replacedBy`` is kept when the pool regrows from free nodes as well as from spares.
 
 While a generation runs, only the spares move: refilled from free nodes up to
 ``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (Recovery, in
@@ -227,9 +227,18 @@ def form_pool(draft: Draft, type_key: str) -> None:
     _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
 
 
+def _given_up_first(draft: Draft, nodes: list[NodeInfo], anchors: list[NodeInfo]) -> list[NodeInfo]:
+    """The order in which held nodes are given up when the pool shrinks: those in trouble
+    within their grace (not Ready, suspect, held by the breaker) first, then the farthest
+    from ``anchors``. The job keeps the nodes it can run on."""
+    troubled = draft.suspect_nodes | draft.breaker_nodes
+    order = farthest_first(nodes, anchors)
+    return sorted(order, key=lambda n: n.ready and n.name not in troubled)
+
+
 def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     actives = draft.held(NodeRole.ACTIVE)
-    for node in farthest_first(actives, actives)[: max(0, len(actives) - targets.active)]:
+    for node in _given_up_first(draft, actives, actives)[: max(0, len(actives) - targets.active)]:
         if len(draft.held(NodeRole.SPARE)) < targets.spares:
             _set_role(draft, node, NodeRole.SPARE)
         else:
@@ -255,7 +264,7 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     """Claim or release spares to reach ``wanted``; returns how many were claimed."""
     spares = draft.held(NodeRole.SPARE)
     actives = draft.held(NodeRole.ACTIVE)
-    for node in farthest_first(spares, actives)[: max(0, len(spares) - wanted)]:
+    for node in _given_up_first(draft, spares, actives)[: max(0, len(spares) - wanted)]:
         _release(draft, node)
     need = wanted - len(draft.held(NodeRole.SPARE))
     picked = nearest_first(free, _anchors(draft, free))[: max(0, need)]
