@@ -14,7 +14,8 @@ pods of it exist. Then:
    still in the spec;
 3. the current phase, once started, keeps the GPU shape it started with: ``gpusPerNode``
    and ``gpuTypes`` (both recorded in its record at the start; of an older record only the
-   chosen ``gpuType`` is known, and it must stay accepted).
+   chosen ``gpuType`` is known, and it must stay accepted, until the first pass records the
+   shape the phase runs with: :func:`phased.core.sizing.recover_phase_start`).
 
 The CRD refuses the same edits at ``kubectl apply`` with transition rules that judge the new
 spec against the same status records (see ``crds/``). This re-check catches an edit that slipped

@@ -417,10 +417,24 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
     recorded it was lost. The start is the creation of the phase's first worker, so the
     record, ``maxDuration`` and the timeline keep the time the phase really began."""
     if draft.record.start_time is not None:
+        _recover_shape(draft)
         return
     created = [p.created for p in draft.phase_pods() if p.created is not None]
     if created:
         _record_start(draft, type_key, min(created))
+
+
+def _recover_shape(draft: Draft) -> None:
+    """A record written by an older operator names only the chosen ``gpuType``: it learns
+    the shape the phase runs with from the spec (found valid by the edit re-check, which
+    keeps the chosen type among ``gpuTypes``), so that the re-check and the CRD's rules
+    judge later edits against the record."""
+    record = draft.record
+    if record.gpus_per_node is None or record.gpu_types is None:
+        draft.update_record(
+            gpus_per_node=draft.phase.gpus_per_node,
+            gpu_types=[t.value for t in draft.phase.gpu_types],
+        )
 
 
 def size_and_start(draft: Draft, type_key: str) -> None:
