@@ -36,7 +36,7 @@ from phased.api.v1alpha1 import (
     UsageBasis,
 )
 from phased.core import accounting, checkpoints
-from phased.core.conditions import ConditionType, set_condition
+from phased.core.conditions import ConditionType, find, set_condition
 from phased.core.draft import WARNING, Draft
 from phased.core.edits import edit_problems
 from phased.core.guests import clear_guests
@@ -442,7 +442,7 @@ def _message(draft: Draft, state: JobState) -> str:
 def _invalid(
     snapshot: Snapshot, settings: Settings, error: str, now: datetime, keep_finished: bool = False
 ) -> Plan:
-    """Invalid spec: say so (condition, one event), touch nothing else.
+    """Invalid spec: say so (condition, one event per problem found), touch nothing else.
 
     Nothing else means nothing: running workers keep running, held nodes stay held, the
     position (phase, index, generation) and the history are kept as they were, so putting
@@ -452,6 +452,7 @@ def _invalid(
     """
     status, actions = _charge_hold(snapshot.status, settings, now)
     state = status.state if keep_finished and status.state in TERMINAL else JobState.INVALID
+    before = find(status.conditions, ConditionType.INVALID_SPEC)
     change = set_condition(
         status.conditions,
         ConditionType.INVALID_SPEC,
@@ -461,8 +462,8 @@ def _invalid(
         now,
         snapshot.job.generation,
     )
-    if change.flipped:
-        actions.append(EmitEvent(WARNING, "InvalidSpec", error))
+    if change.flipped or (before is not None and before.message != error):
+        actions.append(EmitEvent(WARNING, "InvalidSpec", error))  # a new problem is said too
     new = status.model_copy(
         update={
             "state": state,
