@@ -47,10 +47,17 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from phased.api.durations import parse_duration
-from phased.api.v1alpha1 import AdmissionTimeoutAction, JobState, NodeRole, PhaseState
+from phased.api.v1alpha1 import (
+    AdmissionTimeoutAction,
+    JobState,
+    NodeRole,
+    PhaseState,
+    SpareIdlePolicy,
+)
 from phased.core import checkpoints
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.labels import TAINT_POOL, TAINT_SPARE
 from phased.core.ledger import mark_replaced
 from phased.core.model import (
     Claimant,
@@ -445,6 +452,36 @@ def size_and_start(draft: Draft, type_key: str) -> None:
         refill_spares(draft, type_key)
         if not draft.snap.service_exists:
             draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))
-        return
-    form_pool(draft, type_key)
-    start_generation(draft, type_key)
+    else:
+        form_pool(draft, type_key)
+        start_generation(draft, type_key)
+    retaint_spares(draft)
+
+
+def retaint_spares(draft: Draft) -> None:
+    """Held spares carry the taint ``spares.whileIdle`` asks for now: the spare taint when
+    Preemptible (others may borrow them), the pool taint when Reserved. An edit of the policy
+    reaches the spares already held, not only those claimed later (the role written again
+    writes the taint; a spare returned from quarantine is given its taint the same way)."""
+    borrowable = draft.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
+    touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
+    moved: list[str] = []
+    for node in draft.held(NodeRole.SPARE):
+        if node.name in touched:
+            continue
+        keys = {t.key for t in node.taints}
+        if (TAINT_SPARE in keys, TAINT_POOL in keys) != (borrowable, not borrowable):
+            _set_role(draft, node, NodeRole.SPARE)
+            moved.append(node.name)
+    if moved:
+        draft.event(
+            NORMAL,
+            "SpareTaintsChanged",
+            f"spares.whileIdle is {draft.spec.spares.while_idle.value}: spare(s) "
+            f"{', '.join(moved)} now "
+            + (
+                "carry the spare taint, which others may tolerate to borrow them"
+                if borrowable
+                else "carry the pool taint, which keeps every other workload off"
+            ),
+        )
