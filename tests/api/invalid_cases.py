@@ -926,6 +926,37 @@ WAITING: Manifest = {
 }
 
 
+# Train completed; the job waits for capacity for validate, which has not started.
+WAITING_NEXT: Manifest = {
+    "state": "Waiting",
+    "phase": "validate",
+    "phaseIndex": 2,
+    "phases": [
+        _record("preprocess", "Succeeded", startTime=STARTED, endTime=STARTED, gpusPerNode=0),
+        _record(
+            "train",
+            "Succeeded",
+            startTime=STARTED,
+            endTime=STARTED,
+            gpuType="H100",
+            gpusPerNode=8,
+            gpuTypes=["H100", "H200"],
+        ),
+        _record("validate", "Waiting"),
+    ],
+}
+# The record of the running phase has its start but not its Running state (a status written
+# between the two): the start alone says it started.
+STARTED_ONLY: Manifest = {
+    **TRAINING,
+    "phases": [
+        TRAINING["phases"][0],
+        {**TRAINING["phases"][1], "state": "Pending"},
+        TRAINING["phases"][2],
+    ],
+}
+
+
 def edited(*edits: Callable[[Manifest], None]) -> Manifest:
     """:func:`running_job` with ``edits`` applied in order."""
     doc = running_job()
@@ -1014,7 +1045,49 @@ EDIT_CASES: list[EditCase] = [
         "gpusPerNode 8 (now 0)",
         SHAPE_MESSAGE,
     ),
+    EditCase(
+        "a phase whose record has a start time keeps its name, whatever its state says",
+        STARTED_ONLY,
+        edited(_set("spec.phases[1].name", "pretrain")),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
+    EditCase(
+        "the phase that completed last cannot be renamed while the next waits",
+        WAITING_NEXT,
+        edited(_set("spec.phases[1].name", "pretrain")),
+        "phase 'train' has already started",
+        PHASES_MESSAGE,
+    ),
     # --- accepted: what is still to come, and what the running phase can absorb -------------
+    EditCase(
+        "a phase may be inserted right after the running one",
+        TRAINING,
+        edited(_insert(2, _phase("evaluate"))),
+        None,
+        None,
+    ),
+    EditCase(
+        "the running phase may raise its nodes.min above its world",
+        TRAINING,
+        edited(_set("spec.phases[1].nodes", {"min": 10, "max": 10})),
+        None,
+        None,
+    ),
+    EditCase(
+        "the phase a job waits to start may change its GPU shape",
+        WAITING_NEXT,
+        edited(_set("spec.phases[2].gpusPerNode", 4), _set("spec.phases[2].gpuTypes", ["H200"])),
+        None,
+        None,
+    ),
+    EditCase(
+        "the phase a job waits to start may be dropped (the job then succeeds)",
+        WAITING_NEXT,
+        edited(_phases(0, 1)),
+        None,
+        None,
+    ),
     EditCase(
         "the running phase may shrink its nodes.max",
         TRAINING,

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from phased.api.v1alpha1 import NodeRole, TrainingJobSpec, TrainingJobStatus, parse_spec
+from phased.api.v1alpha1 import (
+    NodeRole,
+    SpareIdlePolicy,
+    TrainingJobSpec,
+    TrainingJobStatus,
+    parse_spec,
+)
 from phased.core import labels
 from phased.core.decide import decide
 from phased.core.ledger import encode_replaces
@@ -100,8 +106,9 @@ def nodes(prefix: str, count: int, **kwargs: Any) -> list[NodeInfo]:
     return [node(f"{prefix}{i:02d}", **kwargs) for i in range(count)]
 
 
-def owned(n: NodeInfo, role: NodeRole, job: JobRef = JOB) -> NodeInfo:
-    """``n`` as held by ``job`` in ``role`` (labels and pool taint, as ClaimNode writes)."""
+def owned(n: NodeInfo, role: NodeRole, job: JobRef = JOB, spare_taint: bool = False) -> NodeInfo:
+    """``n`` as held by ``job`` in ``role`` (labels and pool taint, as ClaimNode writes; a
+    spare of a job whose spares are Preemptible carries the spare taint instead)."""
     node_labels = dict(n.labels)
     node_labels.update(
         {
@@ -112,8 +119,9 @@ def owned(n: NodeInfo, role: NodeRole, job: JobRef = JOB) -> NodeInfo:
             labels.LABEL_INSTALLATION: SETTINGS.installation,
         }
     )
-    taints = tuple(t for t in n.taints if t.key != labels.TAINT_POOL)
-    return replace(n, labels=node_labels, taints=(*taints, Taint(labels.TAINT_POOL, job.uid)))
+    taints = tuple(t for t in n.taints if t.key not in (labels.TAINT_POOL, labels.TAINT_SPARE))
+    key = labels.TAINT_SPARE if spare_taint and role == NodeRole.SPARE else labels.TAINT_POOL
+    return replace(n, labels=node_labels, taints=(*taints, Taint(key, job.uid)))
 
 
 def node_pod(
@@ -275,14 +283,18 @@ class Cluster:
             notes = dict(n.annotations)
             if action.replaces is not None and action.at is not None:
                 notes[labels.ANNOTATION_REPLACES] = encode_replaces(action.replaces, action.at)
-            self.nodes[n.name] = replace(owned(n, action.role, self.job), annotations=notes)
+            self.nodes[n.name] = replace(
+                owned(n, action.role, self.job, self._spare_taint()), annotations=notes
+            )
         elif isinstance(action, SetNodeRole):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid
             notes = {k: v for k, v in n.annotations.items() if k != labels.ANNOTATION_REPLACES}
             if action.replaces is not None and action.at is not None:
                 notes[labels.ANNOTATION_REPLACES] = encode_replaces(action.replaces, action.at)
-            self.nodes[n.name] = replace(owned(n, action.role, self.job), annotations=notes)
+            self.nodes[n.name] = replace(
+                owned(n, action.role, self.job, self._spare_taint()), annotations=notes
+            )
         elif isinstance(action, ReleaseNode):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid
@@ -321,6 +333,10 @@ class Cluster:
             self.secret = True
         elif isinstance(action, EnsureClaim):
             self.claim = True
+
+    def _spare_taint(self) -> bool:
+        """Spares carry the spare taint when the spec says so now, as the reconciler writes."""
+        return self.the_spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
 
     def report(self, report: Report) -> None:
         """A worker's report, as the endpoint records it on the job."""

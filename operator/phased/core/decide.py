@@ -36,7 +36,7 @@ from phased.api.v1alpha1 import (
     UsageBasis,
 )
 from phased.core import accounting, checkpoints
-from phased.core.conditions import ConditionType, set_condition
+from phased.core.conditions import ConditionType, find, set_condition
 from phased.core.draft import WARNING, Draft
 from phased.core.edits import edit_problems
 from phased.core.guests import clear_guests
@@ -90,13 +90,15 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         return _deleting(snapshot, settings)
     spec = snapshot.spec
     if spec is None:
-        return _invalid(snapshot, snapshot.spec_error or "the spec could not be read", now)
+        return _invalid(
+            snapshot, settings, snapshot.spec_error or "the spec could not be read", now
+        )
     problems = spec_problems(spec, settings)
     if problems:
-        return _invalid(snapshot, "; ".join(problems), now)
+        return _invalid(snapshot, settings, "; ".join(problems), now)
     refused = edit_problems(spec, snapshot.status, snapshot.pods)
     if refused:
-        return _invalid(snapshot, "; ".join(refused), now, keep_finished=True)
+        return _invalid(snapshot, settings, "; ".join(refused), now, keep_finished=True)
     draft = Draft.for_snapshot(snapshot, spec, settings, now)
     _start(draft)
     recover_ledger(draft)
@@ -185,15 +187,9 @@ def _account(draft: Draft) -> None:
         if draft.status.state == JobState.WAITING:
             record = record.model_copy(update={"waiting_seconds": record.waiting_seconds + seconds})
         draft.records[index] = record
-        if seconds > _unobserved_after(draft):
+        if seconds > _unobserved_after(draft.settings):
             acc = acc.model_copy(update={"unobserved_seconds": acc.unobserved_seconds + seconds})
-            draft.event(
-                WARNING,
-                "AccountingGap",
-                f"no operator watched this job for {format_duration(seconds)} "
-                f"(since {format_time(last)}); the interval is charged at the pool it held "
-                f"before: {usage.active_nodes} active, {usage.spare_nodes} spare nodes",
-            )
+            draft.actions.append(_gap(seconds, last, usage))
     acc = accounting.add_to_job(
         acc,
         part if last is not None else _ZERO,
@@ -212,9 +208,19 @@ def _account(draft: Draft) -> None:
     draft.set(accounting=acc, utilization=util, utilization_percent=util.allocation)
 
 
-def _unobserved_after(draft: Draft) -> float:
+def _unobserved_after(settings: Settings) -> float:
     """Passes run at least every resync interval; three of them missed is a gap."""
-    return 3.0 * float(parse_duration(draft.settings.resync_interval))
+    return 3.0 * float(parse_duration(settings.resync_interval))
+
+
+def _gap(seconds: float, last: datetime, usage: accounting.Usage) -> EmitEvent:
+    return EmitEvent(
+        WARNING,
+        "AccountingGap",
+        f"no operator watched this job for {format_duration(seconds)} "
+        f"(since {format_time(last)}); the interval is charged at the pool it held "
+        f"before: {usage.active_nodes} active, {usage.spare_nodes} spare nodes",
+    )
 
 
 def _type_key(draft: Draft) -> str:
@@ -244,7 +250,11 @@ def _from_basis(draft: Draft) -> tuple[int, accounting.Usage] | None:
     names = [p.name for p in draft.spec.phases]
     if basis is None or basis.phase not in names:
         return None
-    usage = accounting.Usage(
+    return names.index(basis.phase), _basis_usage(basis)
+
+
+def _basis_usage(basis: UsageBasis) -> accounting.Usage:
+    return accounting.Usage(
         active_nodes=basis.active_nodes,
         spare_nodes=basis.spare_nodes,
         running_workers=basis.running_workers,
@@ -252,7 +262,6 @@ def _from_basis(draft: Draft) -> tuple[int, accounting.Usage] | None:
         type_key=basis.gpu_type,
         gpu_nodes=tuple(accounting.GPUNode(g.gpu_type, g.gpus, g.active) for g in basis.gpu_nodes),
     )
-    return names.index(basis.phase), usage
 
 
 def _record_basis(draft: Draft) -> None:
@@ -430,16 +439,20 @@ def _message(draft: Draft, state: JobState) -> str:
 # --- jobs that are not running --------------------------------------------------------------
 
 
-def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool = False) -> Plan:
-    """Invalid spec: say so (condition, one event), touch nothing else.
+def _invalid(
+    snapshot: Snapshot, settings: Settings, error: str, now: datetime, keep_finished: bool = False
+) -> Plan:
+    """Invalid spec: say so (condition, one event per problem found), touch nothing else.
 
     Nothing else means nothing: running workers keep running, held nodes stay held, the
     position (phase, index, generation) and the history are kept as they were, so putting
     the spec back lets the job carry on where it was. A finished job stays Succeeded or
-    Failed (the condition still says what is wrong with the edit).
+    Failed (the condition still says what is wrong with the edit). The nodes it holds are
+    still charged (:func:`_charge_hold`).
     """
-    status = snapshot.status
+    status, actions = _charge_hold(snapshot.status, settings, now)
     state = status.state if keep_finished and status.state in TERMINAL else JobState.INVALID
+    before = find(status.conditions, ConditionType.INVALID_SPEC)
     change = set_condition(
         status.conditions,
         ConditionType.INVALID_SPEC,
@@ -449,7 +462,8 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool 
         now,
         snapshot.job.generation,
     )
-    actions = (EmitEvent(WARNING, "InvalidSpec", error),) if change.flipped else ()
+    if change.flipped or (before is not None and before.message != error):
+        actions.append(EmitEvent(WARNING, "InvalidSpec", error))  # a new problem is said too
     new = status.model_copy(
         update={
             "state": state,
@@ -458,7 +472,37 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool 
             "observed_generation": snapshot.job.generation,
         }
     )
-    return Plan(actions=actions, status=new)
+    return Plan(actions=tuple(actions), status=new)
+
+
+def _charge_hold(
+    status: TrainingJobStatus, settings: Settings, now: datetime
+) -> tuple[TrainingJobStatus, list[EmitEvent]]:
+    """Charge a held job's interval since ``accounted_at`` at ``accounting.basis``.
+
+    Nothing moves while the job is held, so the pool the last pass left is the pool that
+    holds: charged to the job and to the phase record it served, as :func:`_account` does,
+    so the figures keep up with the nodes held and a long hold is not taken for a gap
+    (``AccountingGap`` is for intervals no pass watched). No basis (an older status): left
+    for the next pass to charge.
+    """
+    acc = status.accounting
+    last = parse_time(acc.accounted_at)
+    basis = acc.basis
+    if basis is None or last is None:
+        return status, []
+    seconds = seconds_between(last, now)
+    usage = _basis_usage(basis)
+    part = accounting.Slice.of(usage, seconds, settings)
+    records = [
+        accounting.add_to_phase(r, part) if r.name == basis.phase else r for r in status.phases
+    ]
+    events: list[EmitEvent] = []
+    if seconds > _unobserved_after(settings):
+        acc = acc.model_copy(update={"unobserved_seconds": acc.unobserved_seconds + seconds})
+        events.append(_gap(seconds, last, usage))
+    acc = accounting.add_to_job(acc, part, now, settings.currency)
+    return status.model_copy(update={"accounting": acc, "phases": records}), events
 
 
 def _deleting(snapshot: Snapshot, settings: Settings) -> Plan:

@@ -5,13 +5,17 @@ in ``status.phases`` has a start time or a Running/Succeeded/Failed state, or wh
 pods of it exist. Then:
 
 1. a started phase keeps its name and its position: ``spec.phases[i].name`` is the name of
-   the i-th record (the records are in the spec order the operator last worked from);
+   the i-th record (the records are in the spec order the operator last worked from). A
+   record whose phase has worker pods has started even when it does not say so: the status
+   write that recorded the start was lost, and the CRD's rules, which read only the status,
+   let the edit through; renamed, the phase's workers would run on unseen beside a second
+   gang, and moved, the phases between would be taken as done;
 2. with no records at all (a status lost or never written), a phase with worker pods is
-   still in the spec (the records, when there are any, are the better witness: anyone who
-   may create pods in the namespace could label one);
+   still in the spec;
 3. the current phase, once started, keeps the GPU shape it started with: ``gpusPerNode``
    and ``gpuTypes`` (both recorded in its record at the start; of an older record only the
-   chosen ``gpuType`` is known, and it must stay accepted).
+   chosen ``gpuType`` is known, and it must stay accepted, until the first pass records the
+   shape the phase runs with: :func:`phased.core.sizing.recover_phase_start`).
 
 The CRD refuses the same edits at ``kubectl apply`` with transition rules that judge the new
 spec against the same status records (see ``crds/``). This re-check catches an edit that slipped
@@ -32,9 +36,17 @@ from phased.core.model import PodInfo
 _RAN = frozenset({PhaseState.RUNNING, PhaseState.SUCCEEDED, PhaseState.FAILED})
 
 
-def started(record: PhaseRecord, index: int, status: TrainingJobStatus) -> bool:
-    """Whether the phase of ``record`` (the ``index``-th) has started or run."""
-    return index < status.phase_index or record.start_time is not None or record.state in _RAN
+def started(
+    record: PhaseRecord, index: int, status: TrainingJobStatus, with_pods: frozenset[str]
+) -> bool:
+    """Whether the phase of ``record`` (the ``index``-th) has started or run; ``with_pods``
+    are the phases the job's worker pods belong to."""
+    return (
+        index < status.phase_index
+        or record.start_time is not None
+        or record.state in _RAN
+        or record.name in with_pods
+    )
 
 
 def edit_problems(
@@ -42,9 +54,10 @@ def edit_problems(
 ) -> list[str]:
     """What in ``spec`` contradicts what the job has already done; empty when none."""
     names = [p.name for p in spec.phases]
+    with_pods = frozenset(p.phase_name for p in pods if p.phase_name)
     problems: list[str] = []
     for index, record in enumerate(status.phases):
-        if not started(record, index, status):
+        if not started(record, index, status, with_pods):
             continue
         now = names[index] if index < len(names) else None
         if now == record.name:
@@ -58,22 +71,24 @@ def edit_problems(
             f"reordered, but the spec has it {where}: put the phases that started back as "
             "they were (only later phases may change)"
         )
-    seen = set() if status.phases else {p.phase_name for p in pods if p.phase_name}
+    seen = set() if status.phases else with_pods
     for name in sorted(seen - set(names)):
         problems.append(
             f"phase {name!r} has worker pods but is no longer in the spec: a phase that "
             "started cannot be removed or renamed"
         )
-    problems.extend(_shape_problems(spec, status))
+    problems.extend(_shape_problems(spec, status, with_pods))
     return problems
 
 
-def _shape_problems(spec: TrainingJobSpec, status: TrainingJobStatus) -> list[str]:
+def _shape_problems(
+    spec: TrainingJobSpec, status: TrainingJobStatus, with_pods: frozenset[str]
+) -> list[str]:
     index = status.phase_index
     if not 0 <= index < min(len(status.phases), len(spec.phases)):
         return []
     record, phase = status.phases[index], spec.phases[index]
-    if record.name != phase.name or not started(record, index, status):
+    if record.name != phase.name or not started(record, index, status, with_pods):
         return []
     types = [t.value for t in phase.gpu_types]
     was: list[str] = []

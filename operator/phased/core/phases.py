@@ -178,13 +178,16 @@ def advance(draft: Draft) -> None:
     phase = draft.phase
     if phase.completion.mode == CompletionMode.RANK_ZERO_SUCCEEDED:
         stop_phase_pods(draft, f"rank 0 of phase {phase.name} succeeded")
-    draft.update_record(
-        state=PhaseState.SUCCEEDED,
-        end_time=format_time(draft.now),
-        nodes=len(draft.held(NodeRole.ACTIVE)),
-    )
+    # A phase completed before (the phases after it were removed by an edit while the job
+    # waited for the next): its record and its announcement stand as they were.
+    if draft.record.state != PhaseState.SUCCEEDED or draft.record.end_time is None:
+        draft.update_record(
+            state=PhaseState.SUCCEEDED,
+            end_time=format_time(draft.now),
+            nodes=len(draft.held(NodeRole.ACTIVE)),
+        )
+        draft.event(NORMAL, "PhaseCompleted", f"phase {phase.name} completed")
     close_open_failures(draft)
-    draft.event(NORMAL, "PhaseCompleted", f"phase {phase.name} completed")
     draft.condition(ConditionType.SPARES_EXHAUSTED, False, "PhaseCompleted", "")
     if draft.index + 1 >= len(draft.spec.phases):
         draft.set(

@@ -465,10 +465,10 @@ def tend_generation(draft: Draft) -> None:
     pods = generation_pods(draft)
     if not live(pods):
         return
-    if _shrink_to_max(draft, pods):
-        return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
+    if _shrink_to_max(draft, pods, losses):
+        return
     if losses.missing and (losses.restart_needed or _swap_interrupted(draft)):
         # The generation restarts anyway, or a failure is open and no spare has replaced
         # its node yet (the missing rank's pod was deleted with the node before a crash,
@@ -518,14 +518,23 @@ def _unreplaced(draft: Draft) -> list[str]:
     return [e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None]
 
 
-def _shrink_to_max(draft: Draft, pods: list[PodInfo]) -> bool:
+def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
     """``nodes.max`` was lowered below the running world: restart the gang at once at the new
     size (sizing then keeps ``max`` actives and makes the rest spares or gives them back).
 
     Not a failure: neither ``restarts`` nor the restart budget counts it, and no ledger
-    entry is written. Raising ``max`` restarts nothing: the pool grows at the next start of
-    a generation (a restart or the next phase).
+    entry is written — unless a failure found in the same pass (``losses``: the workers on
+    lost nodes already deleted with no grace) restarts the gang too: that restart is counted
+    as it would be without the resize. Raising ``max`` restarts nothing: the pool grows at
+    the next start of a generation (a restart or the next phase).
+
+    Not while the breaker holds failures (automatic action is paused and the workers on the
+    held nodes are left alone: the resize happens once it clears or a person releases it),
+    and not once a worker of the generation has succeeded (its work is done: a restart would
+    run the phase again; the boundary sizes the next phase anew).
     """
+    if draft.breaker_nodes or any(p.phase == PodPhase.SUCCEEDED for p in live(pods)):
+        return False
     limit = draft.phase.nodes.max
     # The workers' world-size labels, else the status's world size if it is this phase's
     # (after a transition whose status write was lost, it is the previous phase's).
@@ -533,13 +542,18 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo]) -> bool:
     world = world_of(live(pods), draft.snap.status.world_size if same else 0, MAX_NODES)
     if world <= limit:
         return False
+    why = f"nodes.max lowered from {world} to {limit}"
+    if losses.restart_needed:
+        if not _count_restart(draft, bool(losses.failed)):
+            return True
+        why = f"{why}; {_why(losses)}"
     draft.event(
         NORMAL,
         "PoolShrinking",
         f"phase {draft.phase.name}: nodes.max lowered to {limit} while {world} workers run; "
         f"restarting the gang on {limit} nodes from the last checkpoint",
     )
-    gang_restart(draft, f"nodes.max lowered from {world} to {limit}")
+    gang_restart(draft, why)
     return True
 
 

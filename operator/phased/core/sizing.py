@@ -9,14 +9,14 @@ phase takes ``nodes.min`` actives, then ``spares.count`` spares, then actives up
 claiming free nodes, and claiming the free nodes nearest (rack, block, zone) to what it
 holds (holding nothing yet: to the rack with the most free nodes, see
 :func:`phased.core.pools.anchors_for`). Anything beyond ``max + spares.count`` is released,
-spares first, the farthest first. Workers are created once at least ``min`` actives are held
-and Ready and no active claim is still in flight (so the world size includes them): one per
-active node. An active node in trouble but within its grace trades roles with a healthy
-Ready spare before the generation starts (:func:`phased.core.recovery.keep_troubled_out`),
-so a new phase or generation does not wait out a grace when a spare can take the place. A
-free node claimed as active while a failure is open names the failed node it replaces
-(``ClaimNode.replaces``), so the ledger's ``replacedBy`` is kept when the pool regrows from
-free nodes as well as from spares.
+spares first, those in trouble within their grace first, then the farthest. Workers are
+created once at least ``min`` actives are held and Ready and no active claim is still in
+flight (so the world size includes them): one per active node. An active node in trouble
+but within its grace trades roles with a healthy Ready spare before the generation starts
+(:func:`phased.core.recovery.keep_troubled_out`), so a new phase or generation does not wait
+out a grace when a spare can take the place. A free node claimed as active while a failure
+is open names the failed node it replaces (``ClaimNode.replaces``), so the ledger's
+``replacedBy`` is kept when the pool regrows from free nodes as well as from spares.
 
 While a generation runs, only the spares move: refilled from free nodes up to
 ``spares.count`` (``SparesRefilled``), trimmed beyond ``max + spares.count``. (Recovery, in
@@ -47,10 +47,17 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from phased.api.durations import parse_duration
-from phased.api.v1alpha1 import AdmissionTimeoutAction, JobState, NodeRole, PhaseState
+from phased.api.v1alpha1 import (
+    AdmissionTimeoutAction,
+    JobState,
+    NodeRole,
+    PhaseState,
+    SpareIdlePolicy,
+)
 from phased.core import checkpoints
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
+from phased.core.labels import TAINT_POOL, TAINT_SPARE
 from phased.core.ledger import mark_replaced
 from phased.core.model import (
     Claimant,
@@ -227,9 +234,18 @@ def form_pool(draft: Draft, type_key: str) -> None:
     _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
 
 
+def _given_up_first(draft: Draft, nodes: list[NodeInfo], anchors: list[NodeInfo]) -> list[NodeInfo]:
+    """The order in which held nodes are given up when the pool shrinks: those in trouble
+    within their grace (not Ready, suspect, held by the breaker) first, then the farthest
+    from ``anchors``. The job keeps the nodes it can run on."""
+    troubled = draft.suspect_nodes | draft.breaker_nodes
+    order = farthest_first(nodes, anchors)
+    return sorted(order, key=lambda n: n.ready and n.name not in troubled)
+
+
 def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     actives = draft.held(NodeRole.ACTIVE)
-    for node in farthest_first(actives, actives)[: max(0, len(actives) - targets.active)]:
+    for node in _given_up_first(draft, actives, actives)[: max(0, len(actives) - targets.active)]:
         if len(draft.held(NodeRole.SPARE)) < targets.spares:
             _set_role(draft, node, NodeRole.SPARE)
         else:
@@ -255,7 +271,7 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     """Claim or release spares to reach ``wanted``; returns how many were claimed."""
     spares = draft.held(NodeRole.SPARE)
     actives = draft.held(NodeRole.ACTIVE)
-    for node in farthest_first(spares, actives)[: max(0, len(spares) - wanted)]:
+    for node in _given_up_first(draft, spares, actives)[: max(0, len(spares) - wanted)]:
         _release(draft, node)
     need = wanted - len(draft.held(NodeRole.SPARE))
     picked = nearest_first(free, _anchors(draft, free))[: max(0, need)]
@@ -331,7 +347,11 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     free: list[NodeInfo] = []
     if short > 0:
         free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
-    room = draft.phase.nodes.max + wanted - len(draft.held(NodeRole.ACTIVE))
+    # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
+    # failures, or for a finishing generation's boundary): it sorts actives from spares, and
+    # the spares are kept for it meanwhile.
+    actives = min(len(draft.held(NodeRole.ACTIVE)), draft.phase.nodes.max)
+    room = draft.phase.nodes.max + wanted - actives
     claimed = _fit_spares(draft, max(0, min(wanted, room)), free)
     if claimed:
         draft.event(
@@ -404,10 +424,24 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
     recorded it was lost. The start is the creation of the phase's first worker, so the
     record, ``maxDuration`` and the timeline keep the time the phase really began."""
     if draft.record.start_time is not None:
+        _recover_shape(draft)
         return
     created = [p.created for p in draft.phase_pods() if p.created is not None]
     if created:
         _record_start(draft, type_key, min(created))
+
+
+def _recover_shape(draft: Draft) -> None:
+    """A record written by an older operator names only the chosen ``gpuType``: it learns
+    the shape the phase runs with from the spec (found valid by the edit re-check, which
+    keeps the chosen type among ``gpuTypes``), so that the re-check and the CRD's rules
+    judge later edits against the record."""
+    record = draft.record
+    if record.gpus_per_node is None or record.gpu_types is None:
+        draft.update_record(
+            gpus_per_node=draft.phase.gpus_per_node,
+            gpu_types=[t.value for t in draft.phase.gpu_types],
+        )
 
 
 def size_and_start(draft: Draft, type_key: str) -> None:
@@ -418,6 +452,36 @@ def size_and_start(draft: Draft, type_key: str) -> None:
         refill_spares(draft, type_key)
         if not draft.snap.service_exists:
             draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))
-        return
-    form_pool(draft, type_key)
-    start_generation(draft, type_key)
+    else:
+        form_pool(draft, type_key)
+        start_generation(draft, type_key)
+    retaint_spares(draft)
+
+
+def retaint_spares(draft: Draft) -> None:
+    """Held spares carry the taint ``spares.whileIdle`` asks for now: the spare taint when
+    Preemptible (others may borrow them), the pool taint when Reserved. An edit of the policy
+    reaches the spares already held, not only those claimed later (the role written again
+    writes the taint; a spare returned from quarantine is given its taint the same way)."""
+    borrowable = draft.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
+    touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
+    moved: list[str] = []
+    for node in draft.held(NodeRole.SPARE):
+        if node.name in touched:
+            continue
+        keys = {t.key for t in node.taints}
+        if (TAINT_SPARE in keys, TAINT_POOL in keys) != (borrowable, not borrowable):
+            _set_role(draft, node, NodeRole.SPARE)
+            moved.append(node.name)
+    if moved:
+        draft.event(
+            NORMAL,
+            "SpareTaintsChanged",
+            f"spares.whileIdle is {draft.spec.spares.while_idle.value}: spare(s) "
+            f"{', '.join(moved)} now "
+            + (
+                "carry the spare taint, which others may tolerate to borrow them"
+                if borrowable
+                else "carry the pool taint, which keeps every other workload off"
+            ),
+        )
