@@ -436,7 +436,9 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool 
     Nothing else means nothing: running workers keep running, held nodes stay held, the
     position (phase, index, generation) and the history are kept as they were, so putting
     the spec back lets the job carry on where it was. A finished job stays Succeeded or
-    Failed (the condition still says what is wrong with the edit).
+    Failed (the condition still says what is wrong with the edit). Only its need for nodes
+    goes (``waiting_for``): a job that cannot claim keeps no free node idle for itself in
+    the line; mended, it publishes again, and its place (priority, age) is where it was.
     """
     status = snapshot.status
     state = status.state if keep_finished and status.state in TERMINAL else JobState.INVALID
@@ -456,6 +458,7 @@ def _invalid(snapshot: Snapshot, error: str, now: datetime, keep_finished: bool 
             "message": error,
             "conditions": list(change.conditions),
             "observed_generation": snapshot.job.generation,
+            "waiting_for": {},
         }
     )
     return Plan(actions=actions, status=new)
@@ -476,7 +479,8 @@ def _deleting(snapshot: Snapshot, settings: Settings) -> Plan:
         and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
     ]
     actions.extend(ReleaseNode(n.name) for n in held)
+    # A job on its way out claims nothing: no free node is kept for it in the line.
     status: TrainingJobStatus = snapshot.status.model_copy(
-        update={"observed_generation": snapshot.job.generation}
+        update={"observed_generation": snapshot.job.generation, "waiting_for": {}}
     )
     return Plan(actions=tuple(actions), status=status, finished=not held and not running)
