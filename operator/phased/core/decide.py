@@ -5,10 +5,10 @@ ledger entries from quarantine notes; fold the workers' checkpoint reports into 
 find the position (phase, generation) from status and pods; ensure the checkpoint claim and
 report Secret; time-out and completion checks (possibly advancing several phases, each
 after its final checkpoint when workers report); failure detection and quarantine (or the
-breaker's hold); keep the running generation whole (promote, restart); answer workers stuck
-Pending; take healed nodes back; size the pool and start the next generation; clear guests
-from the job's nodes; checkpoint staleness; then resumption, interruption, conditions,
-summary (see :mod:`phased.core.checkpoints`).
+breaker's hold); give back held nodes a person cordoned; keep the running generation whole
+(promote, restart); answer workers stuck Pending; take healed nodes back; size the pool and
+start the next generation; clear guests from the job's nodes; checkpoint staleness; then
+resumption, interruption, conditions, summary (see :mod:`phased.core.checkpoints`).
 
 Deletion (``job.deleting``): every worker is deleted explicitly (owner references would
 cascade, but the pods must leave the nodes before the nodes are given back) and every
@@ -69,6 +69,7 @@ from phased.core.settings import Settings
 from phased.core.sizing import (
     phase_type,
     recover_phase_start,
+    release_cordoned,
     release_misfits,
     size_and_start,
 )
@@ -125,6 +126,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     if not live(generation_pods(draft)):
         release_misfits(draft, type_key)
     handle_failures(draft, type_key)
+    release_cordoned(draft)
     tend_generation(draft)
     if draft.status.state not in TERMINAL:
         tend_starts(draft)

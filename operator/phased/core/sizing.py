@@ -35,6 +35,9 @@ keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
 Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
 tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
 
+A held node a person cordoned is given back once no worker of the job runs on it
+(:func:`release_cordoned`): it could never take a new one.
+
 Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
 it got (short of ``max + spares.count``) and nodes of its type are left alone for their
 marks or their pods (:mod:`phased.core.ownership`), it says so: a ``NodesLeftAlone``
@@ -58,6 +61,7 @@ from phased.core.model import (
     CreatePod,
     EnsureService,
     NodeInfo,
+    PodPhase,
     ReleaseNode,
     SetNodeRole,
 )
@@ -203,6 +207,38 @@ def release_misfits(draft: Draft, type_key: str) -> None:
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
         if not fits(node, type_key, gpus, draft.settings):
             _release(draft, node)
+
+
+def release_cordoned(draft: Draft) -> None:
+    """Give back the held nodes a person cordoned on which no worker of the job runs.
+
+    Phased cordons only the nodes it quarantines; a cordon on an active or spare node is a
+    person's (``kubectl cordon``, ``kubectl drain``): no new pod may go there, so such a
+    node could never take a worker. Once none of the job's workers runs on it (a cordon
+    alone stops nothing that runs; a drain evicts it) it leaves the pool, still cordoned,
+    and the pool is made whole from spares and free nodes as after any loss. A node in
+    trouble (not Ready, or a suspect) is left to failure handling, so its failure is still
+    recorded; nothing moves while the breaker holds failures.
+    """
+    if draft.breaker_nodes:
+        return
+    bound = {
+        p.node_name
+        for p in draft.snap.pods
+        if p.node_name and not p.deleting and p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    }
+    for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
+        if not node.unschedulable or not node.ready or node.name in draft.suspect_nodes:
+            continue
+        if node.name in bound:
+            continue
+        _release(draft, node)
+        draft.event(
+            NORMAL,
+            "CordonedNodeReleased",
+            f"node {node.name} was cordoned, not by Phased, and runs no worker of the job: "
+            "released from the pool (it stays cordoned; uncordoned, it is free again)",
+        )
 
 
 def form_pool(draft: Draft, type_key: str) -> None:
