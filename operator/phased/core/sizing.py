@@ -95,8 +95,15 @@ def phase_type(draft: Draft) -> str:
     if chosen is not None and chosen in type_keys(draft.phase):
         return chosen
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
-    free = {key: _available(draft, key)[0] for key in type_keys(draft.phase)}
-    return choose_type(draft.phase, held, free, draft.settings)[0]
+    keys = type_keys(draft.phase)
+    free = {key: _available(draft, key)[0] for key in keys}
+    chosen, enough = choose_type(draft.phase, held, free, draft.settings)
+    if enough or len(keys) == 1:
+        return chosen
+    # It waits: for a type the cluster has enough nodes of, if any (counted only now).
+    gpus = draft.phase.gpus_per_node
+    totals = {k: type_total(draft.nodes.values(), k, gpus, draft.settings) for k in keys}
+    return choose_type(draft.phase, held, free, draft.settings, totals)[0]
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
