@@ -57,9 +57,18 @@ def gpu_resource(type_key: str, settings: Settings) -> str | None:
 
 def is_free(node: NodeInfo) -> bool:
     """No Phased mark, whoever wrote it, and it could take a worker now."""
-    if marks(node) or node.unschedulable or not node.ready:
-        return False
-    return not any(t.effect in _BLOCKING_EFFECTS for t in node.taints)
+    return not marks(node) and unfit_now(node) is None
+
+
+def unfit_now(node: NodeInfo) -> str | None:
+    """Why ``node`` could not take a worker now, for people: ``Cordoned``, ``NotReady``, or
+    ``Tainted: key:effect`` (a NoSchedule or NoExecute taint); ``None`` if it could."""
+    if node.unschedulable:
+        return "Cordoned"
+    if not node.ready:
+        return "NotReady"
+    taints = [f"{t.key}:{t.effect}" for t in node.taints if t.effect in _BLOCKING_EFFECTS]
+    return f"Tainted: {', '.join(taints)}" if taints else None
 
 
 def _carries(node: NodeInfo, wanted: Mapping[str, str]) -> bool:

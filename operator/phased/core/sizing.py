@@ -40,8 +40,9 @@ A held node a person cordoned is given back once no worker of the job runs on it
 
 Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
 it got (short of ``max + spares.count``) and nodes of its type are left alone for their
-marks or their pods (:mod:`phased.core.ownership`), it says so: a ``NodesLeftAlone``
-Warning event naming them and why.
+marks or their pods (:mod:`phased.core.ownership`), or nobody holds them but they could not
+take a worker now (cordoned, not Ready, tainted), it says so: a ``NodesLeftAlone`` Warning
+event naming them and why.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ from phased.core.pools import (
     reserved_ahead,
     type_keys,
     type_total,
+    unfit_now,
 )
 from phased.core.recovery import keep_troubled_out
 from phased.core.times import format_time, parse_time, seconds_between
@@ -121,7 +123,8 @@ _NAMED = 5  # nodes named in one event
 
 def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
     """Nodes of the phase's type that Phased leaves alone for marks it did not write or for
-    others' pods: (node, why), by name."""
+    others' pods, and unmarked ones that could not take a worker now (cordoned, not Ready,
+    tainted: :func:`phased.core.pools.unfit_now`): (node, why), by name."""
     found: list[tuple[str, str]] = []
     gpus = draft.phase.gpus_per_node
     for name in sorted(draft.nodes):
@@ -135,6 +138,8 @@ def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
         owner = ownership(node, draft.settings.installation)
         if owner.kind == Kind.LEFT_ALONE and owner.reason in _SURFACED:
             found.append((name, str(owner.reason)))
+        elif owner.kind == Kind.UNMARKED and (why := unfit_now(node)) is not None:
+            found.append((name, why))
     return found
 
 
