@@ -111,3 +111,35 @@ def test_a_cordoned_node_in_trouble_is_still_answered_as_a_failure():
     assert [a.node for a in c.log if isinstance(a, QuarantineNode)] == ["h00"]
     assert [f.node for f in c.status.failures] == ["h00"]
     _all_running_uncordoned(c)
+
+
+def test_a_worker_failing_on_a_cordoned_node_is_a_worker_failure_and_its_pod_is_kept():
+    c = _running(free=1)
+    _cordon(c, "h00")
+    name = next(p.name for p in c.pods.values() if p.node_name == "h00")
+    c.pods[name] = replace(c.pods[name], phase=PodPhase.FAILED, exit_code=1)
+    _settle(c)
+    assert c.status.worker_restarts == 1  # counted against restartBudget, as anywhere
+    assert name in c.pods  # the failed worker stays, the record of why
+    assert not [a for a in c.log if getattr(a, "name", None) == name]
+    _all_running_uncordoned(c)
+    assert "h00" not in c.held(NodeRole.ACTIVE) + c.held(NodeRole.SPARE)
+
+
+def test_a_rank_replaced_after_failing_on_a_cordoned_node_goes_to_the_spare():
+    the_spec = spec(
+        phase("train", 2, 2),
+        spares=1,
+        failurePolicy={"restartScope": "Worker"},
+        launcher={"type": "Torchrun", "rendezvous": "C10d"},
+    )
+    c = Cluster(the_spec, {n.name: n for n in nodes("h", 4)})
+    c.settle()
+    _cordon(c, "h00")
+    name = next(p.name for p in c.pods.values() if p.node_name == "h00")
+    c.pods[name] = replace(c.pods[name], phase=PodPhase.FAILED, exit_code=1)
+    _settle(c)
+    assert c.status.worker_restarts == 1 and name in c.pods
+    running = sorted(p.node_name or "" for p in c.running())
+    assert running == ["h01", "h02"], _workers_on(c)
+    assert "h00" not in c.held(NodeRole.ACTIVE) + c.held(NodeRole.SPARE)

@@ -67,7 +67,14 @@ from phased.core.model import (
     SetNodeRole,
 )
 from phased.core.ownership import Kind, LeftAlone, ownership
-from phased.core.phases import fail, generation_pods, live, next_generation, stopping_until
+from phased.core.phases import (
+    fail,
+    generation_pods,
+    latest_attempts,
+    live,
+    next_generation,
+    stopping_until,
+)
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
@@ -227,17 +234,22 @@ def release_cordoned(draft: Draft) -> None:
     Phased cordons only the nodes it quarantines; a cordon on an active or spare node is a
     person's (``kubectl cordon``, ``kubectl drain``): no new pod may go there, so such a
     node could never take a worker. Once none of the job's workers runs on it (a cordon
-    alone stops nothing that runs; a drain evicts it) it leaves the pool, still cordoned,
+    alone stops nothing that runs; a drain evicts it; a worker that failed there is first
+    answered as a worker failure, by the next generation) it leaves the pool, still cordoned,
     and the pool is made whole from spares and free nodes as after any loss. A node in
     trouble (not Ready, or a suspect) is left to failure handling, so its failure is still
     recorded; nothing moves while the breaker holds failures.
     """
     if draft.breaker_nodes:
         return
-    bound = {
+    # A worker of the running generation (its newest attempt, ended or not: a failed one is
+    # answered as a worker failure, not as a lost node) or any of the job's pods still
+    # running there keeps the node.
+    bound = {p.node_name for p in latest_attempts(live(generation_pods(draft)))}
+    bound |= {
         p.node_name
         for p in draft.snap.pods
-        if p.node_name and not p.deleting and p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+        if not p.deleting and p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
     }
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
         if not node.unschedulable or not node.ready or node.name in draft.suspect_nodes:
