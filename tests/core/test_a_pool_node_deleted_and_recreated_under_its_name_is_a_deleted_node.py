@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from phased.api.v1alpha1 import NodeRole
 from phased.core.decide import decide
-from phased.core.model import EmitEvent, QuarantineNode, SetNodeRole
-from tests.core.builders import SETTINGS, Cluster, events, node, nodes, of_type, phase, spec
+from phased.core.model import EmitEvent, JobRef, QuarantineNode, SetNodeRole
+from tests.core.builders import SETTINGS, Cluster, events, node, nodes, of_type, owned, phase, spec
 
 TRAIN = spec(phase("train", 2, 2), spares=1)
 
@@ -62,3 +62,16 @@ def test_a_node_the_job_released_is_no_failure_even_when_that_status_write_was_l
     assert again.status.failures == []
     assert not [a for a in again.actions if isinstance(a, EmitEvent) and a.reason == "NodeFailed"]
     assert plan.status.failures == []
+
+
+def test_a_recreated_node_another_job_claimed_first_is_still_a_deleted_node():
+    c = _running()
+    c.advance(300)
+    fresh = replace(node("h00"), created=c.now)
+    c.nodes["h00"] = owned(fresh, NodeRole.ACTIVE, JobRef("ml", "other", "uid-other"))
+    c.advance(30)
+    plan = c.step()
+    assert [(f.node, f.reason) for f in plan.status.failures] == [("h00", "NodeDeleted")]
+    assert "h00" not in [
+        getattr(a, "node", None) for a in plan.actions if not isinstance(a, EmitEvent)
+    ]

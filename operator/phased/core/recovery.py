@@ -67,7 +67,6 @@ from phased.core.model import (
     SetNodeRole,
     UnquarantineNode,
 )
-from phased.core.ownership import marks
 from phased.core.phases import ENDED, fail, generation_pods, latest_attempts, live, world_of
 from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
@@ -122,17 +121,17 @@ def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
 
 
 def _recreated(draft: Draft, name: str) -> bool:
-    """The node named ``name``, which the status lists in the pool, is a new object: it
-    carries no Phased mark and was created after the pass that wrote that status (its
-    ``accounting.accountedAt``), when the name was a node of the pool. A node the job gave
-    back itself is older than that pass, even when the status write that dropped it from
-    the pool was lost."""
+    """The node named ``name``, which the status lists in the pool, is a new object: the job
+    does not hold it and it was created after the pass that wrote that status (its
+    ``accounting.accountedAt``), when the name was a node of the pool — whatever it carries
+    now (another job may have claimed it first). A node the job gave back itself is older
+    than that pass, even when the status write that dropped it from the pool was lost."""
     node = draft.nodes.get(name)
     written = parse_time(draft.snap.status.accounting.accounted_at)
     if node is None or name in draft.roles or node.created is None or written is None:
         return False
     created = node.created if node.created.tzinfo else node.created.replace(tzinfo=UTC)
-    return not marks(node) and created > written
+    return created > written
 
 
 def _role(value: str) -> NodeRole:
