@@ -304,8 +304,7 @@ class Cluster:
                 labels=kept,
                 taints=tuple(t for t in n.taints if not t.key.startswith(labels.PREFIX)),
                 annotations={},
-                unschedulable=False,
-            )
+            )  # a cordon stays: a release never uncordons (a person's cordon is theirs)
         elif isinstance(action, QuarantineNode):
             n = owned(self.nodes[action.node], NodeRole.QUARANTINED, self.job)
             note = QuarantineNote.for_action(
@@ -343,7 +342,8 @@ class Cluster:
         self.reports = merge(self.reports, report)
 
     def schedule(self) -> None:
-        """Pending pods go to free active nodes of the job and start Running."""
+        """Pending pods go to free, Ready, uncordoned active nodes of the job and start
+        Running."""
         busy = {
             p.node_name for p in self.pods.values() if p.node_name and p.phase == PodPhase.RUNNING
         }
@@ -353,7 +353,7 @@ class Cluster:
                 continue
             for n in sorted(self.nodes.values(), key=lambda x: x.name):
                 active = n.owner_uid == self.job.uid and n.role == NodeRole.ACTIVE
-                if active and n.ready and n.name not in busy:
+                if active and n.ready and not n.unschedulable and n.name not in busy:
                     self.pods[name] = replace(p, node_name=n.name, phase=PodPhase.RUNNING)
                     busy.add(n.name)
                     break

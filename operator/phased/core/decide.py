@@ -5,10 +5,10 @@ ledger entries from quarantine notes; fold the workers' checkpoint reports into 
 find the position (phase, generation) from status and pods; ensure the checkpoint claim and
 report Secret; time-out and completion checks (possibly advancing several phases, each
 after its final checkpoint when workers report); failure detection and quarantine (or the
-breaker's hold); keep the running generation whole (promote, restart); answer workers stuck
-Pending; take healed nodes back; size the pool and start the next generation; clear guests
-from the job's nodes; checkpoint staleness; then resumption, interruption, conditions,
-summary (see :mod:`phased.core.checkpoints`).
+breaker's hold); give back held nodes a person cordoned; keep the running generation whole
+(promote, restart); answer workers stuck Pending; take healed nodes back; size the pool and
+start the next generation; clear guests from the job's nodes; checkpoint staleness; then
+resumption, interruption, conditions, summary (see :mod:`phased.core.checkpoints`).
 
 Deletion (``job.deleting``): every worker is deleted explicitly (owner references would
 cascade, but the pods must leave the nodes before the nodes are given back) and every
@@ -69,6 +69,7 @@ from phased.core.settings import Settings
 from phased.core.sizing import (
     phase_type,
     recover_phase_start,
+    release_cordoned,
     release_misfits,
     size_and_start,
 )
@@ -127,6 +128,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     if not live(generation_pods(draft)):
         release_misfits(draft, type_key)
     handle_failures(draft, type_key)
+    release_cordoned(draft)
     tend_generation(draft)
     if draft.status.state not in TERMINAL:
         tend_starts(draft)
@@ -448,7 +450,9 @@ def _invalid(
     position (phase, index, generation) and the history are kept as they were, so putting
     the spec back lets the job carry on where it was. A finished job stays Succeeded or
     Failed (the condition still says what is wrong with the edit). The nodes it holds are
-    still charged (:func:`_charge_hold`).
+    still charged (:func:`_charge_hold`). Only its need for nodes goes (``waiting_for``): a
+    job that cannot claim keeps no free node idle for itself in the line; mended, it
+    publishes again, and its place (priority, age) is where it was.
     """
     status, actions = _charge_hold(snapshot.status, settings, now)
     state = status.state if keep_finished and status.state in TERMINAL else JobState.INVALID
@@ -470,6 +474,7 @@ def _invalid(
             "message": error,
             "conditions": list(change.conditions),
             "observed_generation": snapshot.job.generation,
+            "waiting_for": {},
         }
     )
     return Plan(actions=tuple(actions), status=new)
@@ -520,7 +525,8 @@ def _deleting(snapshot: Snapshot, settings: Settings) -> Plan:
         and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
     ]
     actions.extend(ReleaseNode(n.name) for n in held)
+    # A job on its way out claims nothing: no free node is kept for it in the line.
     status: TrainingJobStatus = snapshot.status.model_copy(
-        update={"observed_generation": snapshot.job.generation}
+        update={"observed_generation": snapshot.job.generation, "waiting_for": {}}
     )
     return Plan(actions=tuple(actions), status=status, finished=not held and not running)

@@ -301,8 +301,9 @@ def judge_breaker(
 def choose_spare(
     lost: NodeInfo | None, spares: Sequence[NodeInfo], actives: Sequence[NodeInfo]
 ) -> NodeInfo | None:
-    """The Ready spare nearest the lost node (rack, block, zone, any; ties by name)."""
-    ready = [s for s in spares if s.ready]
+    """The Ready spare nearest the lost node (rack, block, zone, any; ties by name). A spare
+    a person cordoned is never chosen: its worker could not be placed there."""
+    ready = [s for s in spares if s.ready and not s.unschedulable]
     anchors = [lost] if lost is not None else list(actives)
     ordered = nearest_first(ready, anchors)
     return ordered[0] if ordered else None

@@ -18,9 +18,10 @@ in one pass — what it holds plus the free nodes not reserved for jobs ahead of
 and claims it all at once, or holds nothing (it gives back what it held for the phase). The
 line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
 ahead that waits for the type reserves the nodes it still needs. A job whose ``nodes.min``
-exceeds every node of the type in the cluster reserves nothing (it could never start, and
-must not block those that can). Spare refills of running jobs, and a started phase re-forming
-after a failure, never wait in line.
+exceeds every node of each type it accepts in the cluster reserves nothing (it could never
+start, and must not block those that can); one that accepts several types waits for one the
+cluster has enough of (:func:`choose_type`). Spare refills of running jobs, and a started
+phase re-forming after a failure, never wait in line.
 """
 
 from __future__ import annotations
@@ -56,9 +57,18 @@ def gpu_resource(type_key: str, settings: Settings) -> str | None:
 
 def is_free(node: NodeInfo) -> bool:
     """No Phased mark, whoever wrote it, and it could take a worker now."""
-    if marks(node) or node.unschedulable or not node.ready:
-        return False
-    return not any(t.effect in _BLOCKING_EFFECTS for t in node.taints)
+    return not marks(node) and unfit_now(node) is None
+
+
+def unfit_now(node: NodeInfo) -> str | None:
+    """Why ``node`` could not take a worker now, for people: ``Cordoned``, ``NotReady``, or
+    ``Tainted: key:effect`` (a NoSchedule or NoExecute taint); ``None`` if it could."""
+    if node.unschedulable:
+        return "Cordoned"
+    if not node.ready:
+        return "NotReady"
+    taints = [f"{t.key}:{t.effect}" for t in node.taints if t.effect in _BLOCKING_EFFECTS]
+    return f"Tainted: {', '.join(taints)}" if taints else None
 
 
 def _carries(node: NodeInfo, wanted: Mapping[str, str]) -> bool:
@@ -276,11 +286,14 @@ def choose_type(
     held: Sequence[NodeInfo],
     free: Mapping[str, Sequence[NodeInfo]],
     settings: Settings,
+    totals: Mapping[str, int] | None = None,
 ) -> tuple[str, bool]:
     """The type to size the phase on, and whether held + free nodes of it reach ``min``.
 
-    The first type in preference order that reaches ``min`` wins; when none does, the type
-    closest to it (ties by preference) is the one the phase waits for.
+    The first type in preference order that reaches ``min`` wins; when none does, the phase
+    waits for the type closest to it (ties by preference) among those of which the cluster
+    has ``min`` nodes at all (``totals``, :func:`type_total`): a type it could never get is
+    no type to wait in line for. When no type has that many, the closest one is named.
     """
     counts: list[tuple[str, int]] = []
     for key in type_keys(phase):
@@ -289,5 +302,6 @@ def choose_type(
     for key, count in counts:
         if count >= phase.nodes.min:
             return key, True
-    best = max(counts, key=lambda kc: kc[1])  # max keeps the first of equal counts
+    possible = [kc for kc in counts if totals is None or totals.get(kc[0], 0) >= phase.nodes.min]
+    best = max(possible or counts, key=lambda kc: kc[1])  # max keeps the first of equal counts
     return best[0], False

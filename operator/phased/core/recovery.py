@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
@@ -102,7 +102,8 @@ def recover_ledger(draft: Draft) -> None:
 
 
 def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
-    """Pool nodes, and nodes the breaker holds, that a synced node view no longer has."""
+    """Pool nodes, and nodes the breaker holds, that a synced node view no longer has, or
+    has only as a new object under the same name (:func:`_recreated`)."""
     known = draft.snap.known_node_names
     if known is None:
         return []
@@ -112,10 +113,25 @@ def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
     seen: set[str] = set()
     out: list[tuple[str, NodeRole]] = []
     for name, role in gone:
-        if name not in draft.nodes and name not in known and name not in seen:
+        vanished = name not in draft.nodes and name not in known
+        if (vanished or _recreated(draft, name)) and name not in seen:
             seen.add(name)
             out.append((name, role))
     return out
+
+
+def _recreated(draft: Draft, name: str) -> bool:
+    """The node named ``name``, which the status lists in the pool, is a new object: the job
+    does not hold it and it was created after the pass that wrote that status (its
+    ``accounting.accountedAt``), when the name was a node of the pool — whatever it carries
+    now (another job may have claimed it first). A node the job gave back itself is older
+    than that pass, even when the status write that dropped it from the pool was lost."""
+    node = draft.nodes.get(name)
+    written = parse_time(draft.snap.status.accounting.accounted_at)
+    if node is None or name in draft.roles or node.created is None or written is None:
+        return False
+    created = node.created if node.created.tzinfo else node.created.replace(tzinfo=UTC)
+    return created > written
 
 
 def _role(value: str) -> NodeRole:

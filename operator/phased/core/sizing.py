@@ -35,10 +35,14 @@ keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
 Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
 tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
 
+A held node a person cordoned is given back once no worker of the job runs on it
+(:func:`release_cordoned`): it could never take a new one.
+
 Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
 it got (short of ``max + spares.count``) and nodes of its type are left alone for their
-marks or their pods (:mod:`phased.core.ownership`), it says so: a ``NodesLeftAlone``
-Warning event naming them and why.
+marks or their pods (:mod:`phased.core.ownership`), or nobody holds them but they could not
+take a worker now (cordoned, not Ready, tainted), it says so: a ``NodesLeftAlone`` Warning
+event naming them and why.
 """
 
 from __future__ import annotations
@@ -65,11 +69,19 @@ from phased.core.model import (
     CreatePod,
     EnsureService,
     NodeInfo,
+    PodPhase,
     ReleaseNode,
     SetNodeRole,
 )
 from phased.core.ownership import Kind, LeftAlone, ownership
-from phased.core.phases import fail, generation_pods, live, next_generation, stopping_until
+from phased.core.phases import (
+    fail,
+    generation_pods,
+    latest_attempts,
+    live,
+    next_generation,
+    stopping_until,
+)
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
@@ -86,6 +98,7 @@ from phased.core.pools import (
     reserved_ahead,
     type_keys,
     type_total,
+    unfit_now,
 )
 from phased.core.recovery import keep_troubled_out
 from phased.core.times import format_time, parse_time, seconds_between
@@ -98,8 +111,15 @@ def phase_type(draft: Draft) -> str:
     if chosen is not None and chosen in type_keys(draft.phase):
         return chosen
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
-    free = {key: _available(draft, key)[0] for key in type_keys(draft.phase)}
-    return choose_type(draft.phase, held, free, draft.settings)[0]
+    keys = type_keys(draft.phase)
+    free = {key: _available(draft, key)[0] for key in keys}
+    chosen, enough = choose_type(draft.phase, held, free, draft.settings)
+    if enough or len(keys) == 1:
+        return chosen
+    # It waits: for a type the cluster has enough nodes of, if any (counted only now).
+    gpus = draft.phase.gpus_per_node
+    totals = {k: type_total(draft.nodes.values(), k, gpus, draft.settings) for k in keys}
+    return choose_type(draft.phase, held, free, draft.settings, totals)[0]
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
@@ -117,7 +137,8 @@ _NAMED = 5  # nodes named in one event
 
 def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
     """Nodes of the phase's type that Phased leaves alone for marks it did not write or for
-    others' pods: (node, why), by name."""
+    others' pods, and unmarked ones that could not take a worker now (cordoned, not Ready,
+    tainted: :func:`phased.core.pools.unfit_now`): (node, why), by name."""
     found: list[tuple[str, str]] = []
     gpus = draft.phase.gpus_per_node
     for name in sorted(draft.nodes):
@@ -131,6 +152,8 @@ def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
         owner = ownership(node, draft.settings.installation)
         if owner.kind == Kind.LEFT_ALONE and owner.reason in _SURFACED:
             found.append((name, str(owner.reason)))
+        elif owner.kind == Kind.UNMARKED and (why := unfit_now(node)) is not None:
+            found.append((name, why))
     return found
 
 
@@ -210,6 +233,43 @@ def release_misfits(draft: Draft, type_key: str) -> None:
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
         if not fits(node, type_key, gpus, draft.settings):
             _release(draft, node)
+
+
+def release_cordoned(draft: Draft) -> None:
+    """Give back the held nodes a person cordoned on which no worker of the job runs.
+
+    Phased cordons only the nodes it quarantines; a cordon on an active or spare node is a
+    person's (``kubectl cordon``, ``kubectl drain``): no new pod may go there, so such a
+    node could never take a worker. Once none of the job's workers runs on it (a cordon
+    alone stops nothing that runs; a drain evicts it; a worker that failed there is first
+    answered as a worker failure, by the next generation) it leaves the pool, still cordoned,
+    and the pool is made whole from spares and free nodes as after any loss. A node in
+    trouble (not Ready, or a suspect) is left to failure handling, so its failure is still
+    recorded; nothing moves while the breaker holds failures.
+    """
+    if draft.breaker_nodes:
+        return
+    # A worker of the running generation (its newest attempt, ended or not: a failed one is
+    # answered as a worker failure, not as a lost node) or any of the job's pods still
+    # running there keeps the node.
+    bound = {p.node_name for p in latest_attempts(live(generation_pods(draft)))}
+    bound |= {
+        p.node_name
+        for p in draft.snap.pods
+        if not p.deleting and p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    }
+    for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
+        if not node.unschedulable or not node.ready or node.name in draft.suspect_nodes:
+            continue
+        if node.name in bound:
+            continue
+        _release(draft, node)
+        draft.event(
+            NORMAL,
+            "CordonedNodeReleased",
+            f"node {node.name} was cordoned, not by Phased, and runs no worker of the job: "
+            "released from the pool (it stays cordoned; uncordoned, it is free again)",
+        )
 
 
 def form_pool(draft: Draft, type_key: str) -> None:
