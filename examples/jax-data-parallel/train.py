@@ -35,9 +35,12 @@ Told to stop (SIGTERM: a gang restart stops the survivors with ``survivorGracePe
 process ends at once: what it holds since the last reported checkpoint is not worth keeping
 the next generation waiting, which resumes from that checkpoint anyway (a checkpoint is
 written under a temporary name and renamed when whole, so nothing half-written is ever
-named). In a container the program is PID 1, to which the kernel delivers only SIGKILL and
-the signals it installed a handler for: without one SIGTERM is ignored, and every restart
-waited out the whole grace until SIGKILL.
+named). Two things swallowed SIGTERM, and every restart waited out the whole grace until
+SIGKILL: in a container the program is PID 1, to which the kernel delivers only SIGKILL and
+the signals it has a handler for; and ``jax.distributed.initialize`` starts JAX's preemption
+service, which takes SIGTERM over (below Python's handler) to note a preemption for a sync
+point this program never asks for. So the program turns that service off and installs its
+own handler.
 """
 
 from __future__ import annotations
@@ -173,6 +176,8 @@ def train() -> int:
     coordinator = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     say("start", rank=rank, world=world, coordinator=coordinator, jax=jax.__version__)
 
+    # Left on, the preemption service would replace the SIGTERM handler main() installed.
+    jax.config.update("jax_enable_preemption_service", False)
     jax.distributed.initialize(
         coordinator_address=coordinator,
         num_processes=world,
