@@ -369,7 +369,7 @@ def _losses(draft: Draft, pods: list[PodInfo], world: int) -> Losses:
 
 def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
     """Promote spares until the active pool is back to ``world``; return what is missing."""
-    deficit = world - len(draft.held(NodeRole.ACTIVE))
+    deficit = world - len(draft.held(NodeRole.ACTIVE)) - _held_places(draft)
     for i in range(max(0, deficit)):
         anchor = draft.nodes.get(lost_nodes[i]) if i < len(lost_nodes) else None
         spare = choose_spare(anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))
@@ -385,6 +385,18 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
             f"spare {spare.name} promoted to active" + (f", replacing {lost}" if lost else ""),
         )
     return 0
+
+
+def _held_places(draft: Draft) -> int:
+    """Active nodes the breaker holds that the cluster no longer has (deleted while active):
+    they keep their places while it holds, as a held node that is still there does."""
+    return sum(
+        1
+        for h in draft.status.breaker.held
+        if h.node in draft.breaker_nodes
+        and h.node not in draft.roles
+        and h.role == NodeRole.ACTIVE.value
+    )
 
 
 def _count_restart(draft: Draft, worker_fault: bool) -> bool:
@@ -469,6 +481,11 @@ def tend_generation(draft: Draft) -> None:
         return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
+    if draft.breaker_nodes:
+        # A rank whose worker is gone may have run on a node the breaker holds (deleted, its
+        # pods collected): nothing it holds is replaced, so such ranks wait for it too.
+        losses.vanished.clear()
+        losses.missing.clear()
     if losses.missing and (losses.restart_needed or _swap_interrupted(draft)):
         # The generation restarts anyway, or a failure is open and no spare has replaced
         # its node yet (the missing rank's pod was deleted with the node before a crash,

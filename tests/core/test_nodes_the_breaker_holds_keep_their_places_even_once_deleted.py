@@ -1,0 +1,85 @@
+"""While the breaker holds, no held node's place is filled: not by promoting a spare, not by
+a worker created again. A node deleted from the cluster (a rack's Node objects removed by a
+cloud controller, say) is held like one that went NotReady; its worker is left as it is, or
+as the pod garbage collector left it. A person's proceed then answers every held failure
+once: a ledger entry each, the spares and free nodes as their replacements, one restart."""
+
+from phased.api.v1alpha1 import JobState, NodeRole
+from phased.core import labels
+from phased.core.model import ClaimNode, CreatePod, PodPhase, SetNodeRole
+from phased.core.times import format_time
+from tests.core.builders import Cluster, node, of_type, phase, spec
+
+BREAKER_EVENTS = {"MassFailure", "MassFailureCleared", "MassFailureReleased"}
+
+
+def _running_job() -> Cluster:
+    """Ten actives and two spares running, eight free nodes beside them."""
+    the_nodes = {f"n{i:02d}": node(f"n{i:02d}", rack=f"r{i // 4}") for i in range(20)}
+    cluster = Cluster(spec(phase("train", 6, 10), spares=2), the_nodes)
+    cluster.settle()
+    assert len(cluster.held(NodeRole.ACTIVE)) == 10 and len(cluster.running()) == 10
+    return cluster
+
+
+def _delete(cluster: Cluster, names: list[str], pods_too: bool) -> None:
+    for name in names:
+        del cluster.nodes[name]
+    if pods_too:  # the pod garbage collector removed the pods bound to them
+        for pod in [p for p in cluster.pods.values() if p.node_name in names]:
+            del cluster.pods[pod.name]
+
+
+def _check_held(cluster: Cluster, gone: list[str], steps: int) -> None:
+    actives = cluster.held(NodeRole.ACTIVE)
+    spares = cluster.held(NodeRole.SPARE)
+    names = {p.name for p in cluster.pods.values()}
+    for _ in range(steps):
+        plan = cluster.step()
+        cluster.advance(20)
+        assert [h.node for h in plan.status.breaker.held] == gone
+        assert plan.status.state == JobState.RECOVERING
+        assert of_type(plan, SetNodeRole) == [], "a spare took a held node's place"
+        assert [c for c in of_type(plan, ClaimNode) if c.role == NodeRole.ACTIVE] == []
+        assert of_type(plan, CreatePod) == [], "a held node's worker was created again"
+        assert plan.status.failures == []
+    assert cluster.held(NodeRole.ACTIVE) == actives and cluster.held(NodeRole.SPARE) == spares
+    assert {p.name for p in cluster.pods.values()} == names
+
+
+def _proceed(cluster: Cluster, gone: list[str]) -> None:
+    cluster.annotations = {labels.ANNOTATION_PROCEED: format_time(cluster.now)}
+    plans = cluster.settle()
+    reasons = [e for p in plans for e in _events(p) if e in BREAKER_EVENTS]
+    assert reasons == ["MassFailureReleased"]
+    failures = cluster.status.failures
+    assert sorted(f.node for f in failures) == gone  # each charged once
+    assert all(f.reason == "NodeDeleted" and f.replaced_by for f in failures)
+    assert len({f.replaced_by for f in failures}) == len(gone)
+    assert cluster.status.restarts == 1
+    assert len(cluster.held(NodeRole.ACTIVE)) == 10 and len(cluster.held(NodeRole.SPARE)) == 2
+    running = cluster.running()
+    assert len(running) == 10 and {p.generation for p in running} == {1}
+    assert cluster.status.state == JobState.RUNNING
+
+
+def _events(plan) -> list[str]:
+    return [getattr(a, "reason", "") for a in plan.actions if type(a).__name__ == "EmitEvent"]
+
+
+def test_three_of_ten_actives_deleted_with_their_pods_still_bound_are_held_in_place():
+    cluster = _running_job()
+    gone = cluster.held(NodeRole.ACTIVE)[:3]
+    _delete(cluster, gone, pods_too=False)
+    _check_held(cluster, gone, steps=5)
+    _proceed(cluster, gone)
+
+
+def test_three_of_ten_actives_deleted_with_their_pods_collected_are_held_in_place():
+    cluster = _running_job()
+    gone = cluster.held(NodeRole.ACTIVE)[:3]
+    _delete(cluster, gone, pods_too=True)
+    _check_held(cluster, gone, steps=5)
+    survivors = [p for p in cluster.pods.values() if p.phase == PodPhase.RUNNING]
+    assert len(survivors) == 7 and {p.generation for p in survivors} == {0}
+    _proceed(cluster, gone)
