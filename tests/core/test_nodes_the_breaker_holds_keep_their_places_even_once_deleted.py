@@ -4,11 +4,13 @@ cloud controller, say) is held like one that went NotReady; its worker is left a
 as the pod garbage collector left it. A person's proceed then answers every held failure
 once: a ledger entry each, the spares and free nodes as their replacements, one restart."""
 
+from dataclasses import replace
+
 from phased.api.v1alpha1 import JobState, NodeRole
 from phased.core import labels
-from phased.core.model import ClaimNode, CreatePod, PodPhase, SetNodeRole
+from phased.core.model import ClaimNode, CreatePod, PodPhase, ReleaseNode, SetNodeRole
 from phased.core.times import format_time
-from tests.core.builders import Cluster, node, of_type, phase, spec
+from tests.core.builders import Cluster, node, of_type, phase, spec, with_ready
 
 BREAKER_EVENTS = {"MassFailure", "MassFailureCleared", "MassFailureReleased"}
 
@@ -83,3 +85,49 @@ def test_three_of_ten_actives_deleted_with_their_pods_collected_are_held_in_plac
     survivors = [p for p in cluster.pods.values() if p.phase == PodPhase.RUNNING]
     assert len(survivors) == 7 and {p.generation for p in survivors} == {0}
     _proceed(cluster, gone)
+
+
+def _fail_a_worker(cluster: Cluster, spared: list[str]) -> None:
+    """A worker fails on a healthy node: the gang restarts while the breaker holds."""
+    victim = next(p for p in cluster.running() if p.node_name not in spared)
+    cluster.pods[victim.name] = replace(victim, phase=PodPhase.FAILED, exit_code=1)
+
+
+def test_a_gang_restart_while_holding_does_not_fill_a_deleted_nodes_place():
+    cluster = _running_job()
+    gone = cluster.held(NodeRole.ACTIVE)[:3]
+    _delete(cluster, gone, pods_too=True)
+    cluster.step()
+    _fail_a_worker(cluster, gone)
+    actives, spares = cluster.held(NodeRole.ACTIVE), cluster.held(NodeRole.SPARE)
+    plan = cluster.step()
+    assert "WorkersRestarted" in _events(plan)
+    assert (cluster.held(NodeRole.ACTIVE), cluster.held(NodeRole.SPARE)) == (actives, spares)
+    _check_held(cluster, gone, steps=5)
+    _proceed(cluster, gone)
+
+
+def test_a_pool_formed_again_while_holding_gives_back_no_node_the_breaker_holds():
+    # The whole cluster is the pool: three nodes go dark and a fourth is deleted, then a
+    # worker fails on a healthy node. Re-forming the pool finds it short of nodes.min, but
+    # the dark nodes are failures the breaker holds: giving them back would let them out
+    # unquarantined and the breaker "clear" with nothing recovered.
+    the_nodes = {f"n{i:02d}": node(f"n{i:02d}") for i in range(8)}
+    cluster = Cluster(spec(phase("train", 8, 8)), the_nodes)
+    cluster.settle()
+    dark = ["n00", "n01", "n02"]
+    for name in dark:
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    cluster.advance(31)
+    cluster.step()
+    _delete(cluster, ["n03"], pods_too=True)
+    cluster.step()
+    _fail_a_worker(cluster, [*dark, "n03"])
+    held = [*dark, "n03"]
+    for _ in range(6):
+        plan = cluster.step()
+        cluster.advance(20)
+        assert of_type(plan, ReleaseNode) == [] and of_type(plan, SetNodeRole) == []
+        assert [h.node for h in plan.status.breaker.held] == held
+        assert not {"MassFailureCleared", "MassFailureReleased"} & set(_events(plan))
+    assert set(cluster.held(NodeRole.ACTIVE)) == set(the_nodes) - {"n03"}

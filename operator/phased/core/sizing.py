@@ -35,6 +35,9 @@ keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
 Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
 tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
 
+While the breaker holds failures nothing here moves (:mod:`phased.core.failure`): the pool
+is neither formed nor refilled, so no node it holds is released, swapped or replaced.
+
 Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
 it got (short of ``max + spares.count``) and nodes of its type are left alone for their
 marks or their pods (:mod:`phased.core.ownership`), it says so: a ``NodesLeftAlone``
@@ -413,6 +416,10 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
 def size_and_start(draft: Draft, type_key: str) -> None:
     """Form the pool and start workers, or keep the spares of a running generation."""
     if draft.status.state in (JobState.SUCCEEDED, JobState.FAILED):
+        return
+    if draft.breaker_nodes:
+        # Automatic action is paused while the breaker holds: the pool stays as it is, and
+        # what it holds keeps its place (never released, swapped or refilled around).
         return
     if live(generation_pods(draft)):
         refill_spares(draft, type_key)
