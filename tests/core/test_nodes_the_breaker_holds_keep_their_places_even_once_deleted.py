@@ -131,3 +131,25 @@ def test_a_pool_formed_again_while_holding_gives_back_no_node_the_breaker_holds(
         assert [h.node for h in plan.status.breaker.held] == held
         assert not {"MassFailureCleared", "MassFailureReleased"} & set(_events(plan))
     assert set(cluster.held(NodeRole.ACTIVE)) == set(the_nodes) - {"n03"}
+
+
+def test_a_boundary_to_a_smaller_phase_while_holding_gives_back_only_what_it_does_not_hold():
+    # The training phase's workers finish; three of its nodes go dark right after. The next
+    # phase needs at most 3 nodes and 2 spares: the surplus goes back, the dark ones stay.
+    the_nodes = {f"n{i:02d}": node(f"n{i:02d}", rack=f"r{i // 4}") for i in range(16)}
+    cluster = Cluster(spec(phase("train", 4, 8), phase("eval", 2, 3), spares=2), the_nodes)
+    cluster.settle()
+    cluster.finish_workers("train")
+    dark = cluster.held(NodeRole.ACTIVE)[-3:]  # the farthest: the first a resize gives back
+    for name in dark:
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    cluster.advance(31)
+    for _ in range(4):
+        plan = cluster.step()
+        cluster.advance(20)
+        assert plan.status.phase == "eval"
+        assert [h.node for h in plan.status.breaker.held] == dark
+        assert not set(dark) & {r.node for r in of_type(plan, ReleaseNode)}
+        held = cluster.held(NodeRole.ACTIVE) + cluster.held(NodeRole.SPARE)
+        assert len(held) <= 3 + 2 and set(dark) <= set(held)
+        assert of_type(plan, CreatePod) == [] and of_type(plan, ClaimNode) == []

@@ -36,7 +36,8 @@ Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waitin
 tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
 
 While the breaker holds failures nothing here moves (:mod:`phased.core.failure`): the pool
-is neither formed nor refilled, so no node it holds is released, swapped or replaced.
+is neither formed nor refilled, so no node it holds is released, swapped or replaced; only
+nodes beyond ``max + spares.count`` that it does not hold are given back.
 
 Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
 it got (short of ``max + spares.count``) and nodes of its type are left alone for their
@@ -413,6 +414,24 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
         _record_start(draft, type_key, min(created))
 
 
+def _give_back_surplus(draft: Draft) -> None:
+    """While the breaker holds: nodes beyond ``max + spares.count`` (a phase boundary to a
+    smaller phase meanwhile) go back all the same, spares first, the farthest first, but
+    never one the breaker holds."""
+    surplus = (
+        len(draft.held(NodeRole.ACTIVE))
+        + len(draft.held(NodeRole.SPARE))
+        - draft.phase.nodes.max
+        - draft.spec.spares.count
+    )
+    actives = draft.held(NodeRole.ACTIVE)
+    for role in (NodeRole.SPARE, NodeRole.ACTIVE):
+        free = [n for n in draft.held(role) if n.name not in draft.breaker_nodes]
+        for node in farthest_first(free, actives)[: max(0, surplus)]:
+            _release(draft, node)
+            surplus -= 1
+
+
 def size_and_start(draft: Draft, type_key: str) -> None:
     """Form the pool and start workers, or keep the spares of a running generation."""
     if draft.status.state in (JobState.SUCCEEDED, JobState.FAILED):
@@ -420,6 +439,7 @@ def size_and_start(draft: Draft, type_key: str) -> None:
     if draft.breaker_nodes:
         # Automatic action is paused while the breaker holds: the pool stays as it is, and
         # what it holds keeps its place (never released, swapped or refilled around).
+        _give_back_surplus(draft)
         return
     if live(generation_pods(draft)):
         refill_spares(draft, type_key)
