@@ -14,6 +14,8 @@ waits for capacity. The spare pool is refilled afterwards (see :mod:`phased.core
 ``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
 interruption budget instead, since a 100-day run on hundreds of nodes sees dozens of them.
+Workers failing beside a node of the generation that failed or is in trouble (a suspect, or
+held by the breaker) are that node's doing: their restart does not spend the budget.
 
 Ledger recovery: a node of the job labelled quarantined whose ``ANNOTATION_QUARANTINE`` has
 no ledger entry (same node, same detected instant) gets one, so an operator killed between
@@ -503,7 +505,7 @@ def tend_generation(draft: Draft) -> None:
         if len(draft.held(NodeRole.ACTIVE)) < world:
             _promote(draft, world, _unreplaced(draft))
         return
-    worker_fault = bool(losses.failed)
+    worker_fault = bool(losses.failed) and not _node_in_trouble(draft, losses, pods)
     if not _count_restart(draft, worker_fault):
         return
     short = _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
@@ -528,6 +530,16 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _node_in_trouble(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
+    """A node of the generation failed, or is in trouble (a suspect, or held by the breaker):
+    workers failing on the healthy nodes beside it are its doing (their collective with the
+    lost peer failed), not the code's, so they do not spend ``restartBudget``."""
+    if losses.by_node:
+        return True
+    bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+    return bool(bound & (draft.suspect_nodes | draft.breaker_nodes))
 
 
 def _unreplaced(draft: Draft) -> list[str]:
