@@ -39,7 +39,8 @@ While the breaker holds failures nothing here moves (:mod:`phased.core.failure`)
 is neither formed nor refilled, so no node it holds is released, swapped or replaced; only
 nodes beyond ``max + spares.count`` that it does not hold are given back.
 
-Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
+Only unmarked, free, unoccupied nodes are claimed, and none on which one of the job's
+``gpuFaultConditions`` is True. When the job would take more nodes than
 it got (short of ``max + spares.count``) and nodes of its type are left alone for their
 marks or their pods (:mod:`phased.core.ownership`), it says so: a ``NodesLeftAlone``
 Warning event naming them and why.
@@ -100,11 +101,16 @@ def phase_type(draft: Draft) -> str:
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
-    """Nodes the job does not hold and on which no pod of others was seen."""
+    """Nodes the job does not hold, on which no pod of others was seen and none of the job's
+    ``gpuFaultConditions`` is True (claimed, such a node would fail at once, dated from its
+    fault's own start, long before the job held it)."""
+    faults = draft.spec.failure_policy.gpu_fault_conditions
     return [
         n
         for n in draft.nodes.values()
-        if n.name not in draft.roles and n.name not in draft.occupied
+        if n.name not in draft.roles
+        and n.name not in draft.occupied
+        and not any((c := n.condition(kind)) is not None and c.status == "True" for kind in faults)
     ]
 
 
