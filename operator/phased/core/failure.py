@@ -34,7 +34,9 @@ nothing is quarantined), or a person set the TrainingJob annotation
 ``phased.dev/proceed-after-mass-failure`` to a time at or after the trip (``phased proceed``
 writes it; ``MassFailureReleased``): then the failures still there are answered as usual, and
 the breaker is armed again at once for new failures, counting only those answered after the
-release.
+release. (A job that ends meanwhile gives the held nodes back with its pool, and the breaker
+lets go with them: ``MassFailureCleared``, reason ``JobFinished``, in
+:mod:`phased.core.decide`.)
 """
 
 from __future__ import annotations
