@@ -68,3 +68,42 @@ def test_a_worker_failing_with_no_node_in_trouble_still_spends_it():
     cluster.pods[victim.name] = replace(victim, phase=PodPhase.FAILED, exit_code=1)
     cluster.step()
     assert cluster.status.worker_restarts == 1 and cluster.status.restarts == 1
+
+
+def _reboot(cluster: Cluster, names: list[str]) -> None:
+    """The nodes come back Ready; the workers they ran ended with them (restartPolicy Never)."""
+    for name in names:
+        cluster.nodes[name] = with_ready(cluster.nodes[name], True, cluster.now)
+    for pod in list(cluster.pods.values()):
+        if pod.node_name in names and pod.phase == PodPhase.RUNNING:
+            cluster.pods[pod.name] = replace(pod, phase=PodPhase.FAILED, exit_code=137)
+
+
+def test_workers_that_died_with_a_rack_the_breaker_held_spend_no_restart_budget():
+    cluster = _running_job()
+    dark = cluster.held(NodeRole.ACTIVE)[:3]  # 3 of 10: the breaker holds them
+    for name in dark:
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    cluster.advance(31)
+    cluster.step()
+    assert [h.node for h in cluster.status.breaker.held] == dark
+    cluster.advance(600)
+    cluster.step()
+    _reboot(cluster, dark)
+    cluster.advance(5)
+    cluster.settle()
+    assert cluster.status.state == JobState.RUNNING, cluster.status.message
+    assert cluster.status.worker_restarts == 0 and cluster.status.restarts == 1
+    assert len(cluster.running()) == 8
+
+
+def test_a_worker_that_died_in_a_blip_within_the_grace_spends_no_restart_budget():
+    cluster = _running_job()
+    blip = _go_dark(cluster)
+    cluster.advance(10)
+    cluster.step()
+    cluster.advance(5)
+    _reboot(cluster, [blip])
+    cluster.settle()
+    assert cluster.status.state == JobState.RUNNING, cluster.status.message
+    assert cluster.status.worker_restarts == 0 and cluster.status.restarts == 1

@@ -15,7 +15,8 @@ waits for capacity. The spare pool is refilled afterwards (see :mod:`phased.core
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
 interruption budget instead, since a 100-day run on hundreds of nodes sees dozens of them.
 Workers failing beside a node of the generation that failed or is in trouble (a suspect, or
-held by the breaker) are that node's doing: their restart does not spend the budget.
+held by the breaker), or on a node that was in trouble while they ran and is healthy again,
+are that node's doing: their restart does not spend the budget.
 
 Ledger recovery: a node of the job labelled quarantined whose ``ANNOTATION_QUARANTINE`` has
 no ledger entry (same node, same detected instant) gets one, so an operator killed between
@@ -505,7 +506,7 @@ def tend_generation(draft: Draft) -> None:
         if len(draft.held(NodeRole.ACTIVE)) < world:
             _promote(draft, world, _unreplaced(draft))
         return
-    worker_fault = bool(losses.failed) and not _node_in_trouble(draft, losses, pods)
+    worker_fault = _code_fault(draft, losses, pods)
     if not _count_restart(draft, worker_fault):
         return
     short = _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
@@ -532,14 +533,30 @@ def tend_generation(draft: Draft) -> None:
     )
 
 
-def _node_in_trouble(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
-    """A node of the generation failed, or is in trouble (a suspect, or held by the breaker):
-    workers failing on the healthy nodes beside it are its doing (their collective with the
-    lost peer failed), not the code's, so they do not spend ``restartBudget``."""
-    if losses.by_node:
-        return True
+def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
+    """Workers failed on healthy nodes, and it was their code's doing (``restartBudget``).
+
+    Not when a node of the generation failed or is in trouble (a suspect, or held by the
+    breaker): the workers beside it fail because their collective with the lost peer did.
+    Nor for a worker whose own node was in trouble while it ran and is healthy again (a
+    rack the breaker held came back, a blip within the grace): it ended with its node."""
+    if not losses.failed or losses.by_node:
+        return False
     bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
-    return bool(bound & (draft.suspect_nodes | draft.breaker_nodes))
+    if bound & (draft.suspect_nodes | draft.breaker_nodes):
+        return False
+    return not all(_ended_with_its_node(draft, p) for p in losses.failed)
+
+
+def _ended_with_its_node(draft: Draft, pod: PodInfo) -> bool:
+    """The worker's node became healthy again after the worker was created."""
+    node = draft.nodes.get(pod.node_name or "")
+    if node is None or pod.created is None:
+        return False
+    policy = draft.spec.failure_policy
+    resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
+    since = healthy_since(node, policy, resource, draft.phase.gpus_per_node)
+    return since is not None and since > pod.created
 
 
 def _unreplaced(draft: Draft) -> list[str]:
