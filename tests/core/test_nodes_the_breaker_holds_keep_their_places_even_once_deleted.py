@@ -153,3 +153,15 @@ def test_a_boundary_to_a_smaller_phase_while_holding_gives_back_only_what_it_doe
         held = cluster.held(NodeRole.ACTIVE) + cluster.held(NodeRole.SPARE)
         assert len(held) <= 3 + 2 and set(dark) <= set(held)
         assert of_type(plan, CreatePod) == [] and of_type(plan, ClaimNode) == []
+
+
+def test_the_hold_says_that_deleted_nodes_will_not_recover():
+    cluster = _running_job()
+    gone = cluster.held(NodeRole.ACTIVE)[:3]
+    _delete(cluster, gone, pods_too=True)
+    for _ in range(2):
+        cluster.step()
+        cluster.advance(20)
+        (cond,) = [c for c in cluster.status.conditions if c.type == "MassFailure"]
+        said = cond.message.split("; deleted, so they will not recover: ")[1]
+        assert said == f"{', '.join(gone)} (only a proceed answers them)"

@@ -39,6 +39,7 @@ from datetime import datetime
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
     MAX_NODES,
+    FailureReason,
     FailureRecord,
     HeldFailure,
     JobState,
@@ -242,6 +243,14 @@ def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) ->
             f"holding {len(names)} failed node(s) of {verdict.pool_size}: {shown}. Automatic "
             f"remediation resumes when they recover, or run "
             f"`phased proceed {job.namespace}/{job.name}` to answer them"
+        )
+    gone = sorted(f.node for f in failures if f.reason == FailureReason.NODE_DELETED)
+    if gone:
+        # A deleted node never recovers: only a person's proceed lets the breaker go.
+        message += (
+            f"; deleted, so they will not recover: {', '.join(gone[:10])}"
+            + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")
+            + (" (only a proceed answers them)" if len(gone) == len(names) else "")
         )
     draft.condition(ConditionType.MASS_FAILURE, True, "MassFailure", message, WARNING)
     draft.breaker_nodes = set(names)
