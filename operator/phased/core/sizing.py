@@ -251,6 +251,12 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
         answered = mark_replaced(draft.ledger, None, spare.name, draft.now)
         draft.act(SetNodeRole(spare.name, NodeRole.ACTIVE, replaces=answered, at=draft.now))
         draft.roles[spare.name] = NodeRole.ACTIVE
+        if answered is not None:
+            draft.event(
+                NORMAL,
+                "SparePromoted",
+                f"spare {spare.name} promoted to active, replacing {answered}",
+            )
     need = targets.active - len(draft.held(NodeRole.ACTIVE))
     # Failures the spares did not answer are answered by the free nodes claimed now: each
     # claim names the lost node it replaces (oldest first); the ledger records it from the
