@@ -248,6 +248,7 @@ class Cluster:
     report_token: str | None = None
     secret: bool = False  # the report Secret was ensured (as the reconciler remembers)
     claim: bool = False
+    annotations: dict[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
@@ -264,6 +265,7 @@ class Cluster:
             report_token=self.report_token,
             report_secret_exists=self.secret,
             claim_exists=self.claim,
+            annotations=self.annotations,
         )
 
     def decide(self) -> Plan:

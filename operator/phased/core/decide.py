@@ -37,7 +37,7 @@ from phased.api.v1alpha1 import (
 )
 from phased.core import accounting, checkpoints
 from phased.core.conditions import ConditionType, find, set_condition
-from phased.core.draft import WARNING, Draft
+from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.edits import edit_problems
 from phased.core.guests import clear_guests
 from phased.core.model import (
@@ -384,8 +384,10 @@ def _state(draft: Draft) -> JobState:
 def _finish(draft: Draft, finished: bool = False) -> Plan:
     if draft.status.state not in TERMINAL:
         _mark_resumed(draft)
-    elif checkpoints.reporting(draft) and draft.is_true(ConditionType.CHECKPOINT_STALE):
-        draft.condition(ConditionType.CHECKPOINT_STALE, False, "JobFinished", "")
+    else:
+        if checkpoints.reporting(draft) and draft.is_true(ConditionType.CHECKPOINT_STALE):
+            draft.condition(ConditionType.CHECKPOINT_STALE, False, "JobFinished", "")
+        _breaker_done(draft)
     _record_basis(draft)
     _interruption(draft)
     state = _state(draft)
@@ -417,6 +419,21 @@ def _finish(draft: Draft, finished: bool = False) -> Plan:
         ),
     )
     return draft.plan(finished=finished)
+
+
+def _breaker_done(draft: Draft) -> None:
+    """A job that ended while the breaker held failures gave their nodes back with the rest
+    of its pool: the breaker holds nothing any more, and says so once."""
+    if not draft.is_true(ConditionType.MASS_FAILURE):
+        return
+    names = ", ".join(h.node for h in draft.status.breaker.held) or "none"
+    message = (
+        f"the job ended ({draft.status.state.value}) while the breaker held {names}: "
+        "they were given back unanswered with the rest of its pool"
+    )
+    draft.condition(ConditionType.MASS_FAILURE, False, "JobFinished", message)
+    draft.event(NORMAL, "MassFailureCleared", message)
+    draft.set(breaker=draft.status.breaker.model_copy(update={"held": []}))
 
 
 def _message(draft: Draft, state: JobState) -> str:

@@ -27,13 +27,16 @@ nodes at once means the network or the power, and a person should look. One fail
 always answered, however small the pool.
 
 Once tripped it *holds* every failure found, old and new, whatever the window says, with
-their first-seen times kept in ``status.breaker.held`` (never restarted while held). It lets
+their first-seen times kept in ``status.breaker.held`` (never restarted while held); a held
+node keeps its place in the pool even once deleted (:mod:`phased.core.recovery`). It lets
 go in exactly two ways, each with one event: every held node recovered (``MassFailureCleared``,
 nothing is quarantined), or a person set the TrainingJob annotation
 ``phased.dev/proceed-after-mass-failure`` to a time at or after the trip (``phased proceed``
 writes it; ``MassFailureReleased``): then the failures still there are answered as usual, and
 the breaker is armed again at once for new failures, counting only those answered after the
-release.
+release. (A job that ends meanwhile gives the held nodes back with its pool, and the breaker
+lets go with them: ``MassFailureCleared``, reason ``JobFinished``, in
+:mod:`phased.core.decide`.)
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ waits for capacity. The spare pool is refilled afterwards (see :mod:`phased.core
 ``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
 interruption budget instead, since a 100-day run on hundreds of nodes sees dozens of them.
+Workers failing beside a node of the generation that failed or is in trouble (a suspect, or
+held by the breaker), or on a node that was in trouble while they ran and is healthy again,
+are that node's doing: their restart does not spend the budget.
 
 Ledger recovery: a node of the job labelled quarantined whose ``ANNOTATION_QUARANTINE`` has
 no ledger entry (same node, same detected instant) gets one, so an operator killed between
@@ -36,6 +39,7 @@ from datetime import UTC, datetime
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
     MAX_NODES,
+    FailureReason,
     FailureRecord,
     HeldFailure,
     JobState,
@@ -256,6 +260,14 @@ def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) ->
             f"remediation resumes when they recover, or run "
             f"`phased proceed {job.namespace}/{job.name}` to answer them"
         )
+    gone = sorted(f.node for f in failures if f.reason == FailureReason.NODE_DELETED)
+    if gone:
+        # A deleted node never recovers: only a person's proceed lets the breaker go.
+        message += (
+            f"; deleted, so they will not recover: {', '.join(gone[:10])}"
+            + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")
+            + (" (only a proceed answers them)" if len(gone) == len(names) else "")
+        )
     draft.condition(ConditionType.MASS_FAILURE, True, "MassFailure", message, WARNING)
     draft.breaker_nodes = set(names)
     held = [
@@ -385,7 +397,7 @@ def _losses(draft: Draft, pods: list[PodInfo], world: int) -> Losses:
 
 def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
     """Promote spares until the active pool is back to ``world``; return what is missing."""
-    deficit = world - len(draft.held(NodeRole.ACTIVE))
+    deficit = world - len(draft.held(NodeRole.ACTIVE)) - _held_places(draft)
     for i in range(max(0, deficit)):
         anchor = draft.nodes.get(lost_nodes[i]) if i < len(lost_nodes) else None
         spare = choose_spare(anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))
@@ -401,6 +413,18 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
             f"spare {spare.name} promoted to active" + (f", replacing {lost}" if lost else ""),
         )
     return 0
+
+
+def _held_places(draft: Draft) -> int:
+    """Active nodes the breaker holds that the cluster no longer has (deleted while active):
+    they keep their places while it holds, as a held node that is still there does."""
+    return sum(
+        1
+        for h in draft.status.breaker.held
+        if h.node in draft.breaker_nodes
+        and h.node not in draft.roles
+        and h.role == NodeRole.ACTIVE.value
+    )
 
 
 def _count_restart(draft: Draft, worker_fault: bool) -> bool:
@@ -483,6 +507,11 @@ def tend_generation(draft: Draft) -> None:
         return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
+    if draft.breaker_nodes:
+        # A rank whose worker is gone may have run on a node the breaker holds (deleted, its
+        # pods collected): nothing it holds is replaced, so such ranks wait for it too.
+        losses.vanished.clear()
+        losses.missing.clear()
     if _shrink_to_max(draft, pods, losses):
         return
     if losses.missing and (losses.restart_needed or _swap_interrupted(draft)):
@@ -502,7 +531,7 @@ def tend_generation(draft: Draft) -> None:
         if len(draft.held(NodeRole.ACTIVE)) < world:
             _promote(draft, world, _unreplaced(draft))
         return
-    worker_fault = bool(losses.failed)
+    worker_fault = _code_fault(draft, losses, pods)
     if not _count_restart(draft, worker_fault):
         return
     short = _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
@@ -527,6 +556,32 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
+    """Workers failed on healthy nodes, and it was their code's doing (``restartBudget``).
+
+    Not when a node of the generation failed or is in trouble (a suspect, or held by the
+    breaker): the workers beside it fail because their collective with the lost peer did.
+    Nor for a worker whose own node was in trouble while it ran and is healthy again (a
+    rack the breaker held came back, a blip within the grace): it ended with its node."""
+    if not losses.failed or losses.by_node:
+        return False
+    bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+    if bound & (draft.suspect_nodes | draft.breaker_nodes):
+        return False
+    return not all(_ended_with_its_node(draft, p) for p in losses.failed)
+
+
+def _ended_with_its_node(draft: Draft, pod: PodInfo) -> bool:
+    """The worker's node became healthy again after the worker was created."""
+    node = draft.nodes.get(pod.node_name or "")
+    if node is None or pod.created is None:
+        return False
+    policy = draft.spec.failure_policy
+    resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
+    since = healthy_since(node, policy, resource, draft.phase.gpus_per_node)
+    return since is not None and since > pod.created
 
 
 def _unreplaced(draft: Draft) -> list[str]:

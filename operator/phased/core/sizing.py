@@ -38,7 +38,12 @@ tells other jobs' reconcilers; a job not first in line for the type gives its no
 A held node a person cordoned is given back once no worker of the job runs on it
 (:func:`release_cordoned`): it could never take a new one.
 
-Only unmarked, free, unoccupied nodes are claimed. When the job would take more nodes than
+While the breaker holds failures nothing here moves (:mod:`phased.core.failure`): the pool
+is neither formed nor refilled, so no node it holds is released, swapped or replaced; only
+nodes beyond ``max + spares.count`` that it does not hold are given back.
+
+Only unmarked, free, unoccupied nodes are claimed, and none on which one of the job's
+``gpuFaultConditions`` is True. When the job would take more nodes than
 it got (short of ``max + spares.count``) and nodes of its type are left alone for their
 marks or their pods (:mod:`phased.core.ownership`), or nobody holds them but they could not
 take a worker now (cordoned, not Ready, tainted), it says so: a ``NodesLeftAlone`` Warning
@@ -123,11 +128,16 @@ def phase_type(draft: Draft) -> str:
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
-    """Nodes the job does not hold and on which no pod of others was seen."""
+    """Nodes the job does not hold, on which no pod of others was seen and none of the job's
+    ``gpuFaultConditions`` is True (claimed, such a node would fail at once, dated from its
+    fault's own start, long before the job held it)."""
+    faults = draft.spec.failure_policy.gpu_fault_conditions
     return [
         n
         for n in draft.nodes.values()
-        if n.name not in draft.roles and n.name not in draft.occupied
+        if n.name not in draft.roles
+        and n.name not in draft.occupied
+        and not any((c := n.condition(kind)) is not None and c.status == "True" for kind in faults)
     ]
 
 
@@ -317,6 +327,12 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
         answered = mark_replaced(draft.ledger, None, spare.name, draft.now)
         draft.act(SetNodeRole(spare.name, NodeRole.ACTIVE, replaces=answered, at=draft.now))
         draft.roles[spare.name] = NodeRole.ACTIVE
+        if answered is not None:
+            draft.event(
+                NORMAL,
+                "SparePromoted",
+                f"spare {spare.name} promoted to active, replacing {answered}",
+            )
     need = targets.active - len(draft.held(NodeRole.ACTIVE))
     # Failures the spares did not answer are answered by the free nodes claimed now: each
     # claim names the lost node it replaces (oldest first); the ledger records it from the
@@ -504,9 +520,32 @@ def _recover_shape(draft: Draft) -> None:
         )
 
 
+def _give_back_surplus(draft: Draft) -> None:
+    """While the breaker holds: nodes beyond ``max + spares.count`` (a phase boundary to a
+    smaller phase meanwhile) go back all the same, spares first, the farthest first, but
+    never one the breaker holds."""
+    surplus = (
+        len(draft.held(NodeRole.ACTIVE))
+        + len(draft.held(NodeRole.SPARE))
+        - draft.phase.nodes.max
+        - draft.spec.spares.count
+    )
+    actives = draft.held(NodeRole.ACTIVE)
+    for role in (NodeRole.SPARE, NodeRole.ACTIVE):
+        free = [n for n in draft.held(role) if n.name not in draft.breaker_nodes]
+        for node in farthest_first(free, actives)[: max(0, surplus)]:
+            _release(draft, node)
+            surplus -= 1
+
+
 def size_and_start(draft: Draft, type_key: str) -> None:
     """Form the pool and start workers, or keep the spares of a running generation."""
     if draft.status.state in (JobState.SUCCEEDED, JobState.FAILED):
+        return
+    if draft.breaker_nodes:
+        # Automatic action is paused while the breaker holds: the pool stays as it is, and
+        # what it holds keeps its place (never released, swapped or refilled around).
+        _give_back_surplus(draft)
         return
     if live(generation_pods(draft)):
         refill_spares(draft, type_key)

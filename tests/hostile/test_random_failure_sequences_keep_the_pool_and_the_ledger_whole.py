@@ -1,0 +1,272 @@
+"""Random sequences of failures, many at once or one by one, driven through decide and the
+cluster simulator, with every rule that must hold checked after every pass.
+
+What happens: nodes going dark alone or a rack at a time, flapping within their grace, coming
+back; GPUs vanishing from allocatable and GPU faults coming and going; nodes deleted (with
+their pods collected or not) and new ones joining; workers failing on healthy nodes; phases
+completing; time passing; a person's proceed. After every pass:
+
+* the status's pool is exactly the nodes labelled as the job's, one role each, and the job
+  holds no more than the phase's ``max + spares.count``;
+* the ledger loses no entry and changes none's identity; no failure is in it twice; every
+  node the job quarantined has its entry; each ``NodeFailed`` event is one new entry;
+* while the breaker holds, nothing is quarantined, promoted, claimed as active or created,
+  and no node it holds is given back;
+* only the job's own nodes are quarantined, given roles or released, and only free ones are
+  claimed (the simulator refuses the rest);
+* the restart counts never go down, and a finished job's breaker holds nothing.
+
+Once every node is healthy again (and a person has said proceed to a breaker that still
+holds), the job makes progress: it runs a whole generation, has finished, or waits with
+``CapacityShort`` saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
+from phased.core import labels
+from phased.core.model import (
+    ClaimNode,
+    CreatePod,
+    EmitEvent,
+    NodeCondition,
+    NodeInfo,
+    Plan,
+    PodPhase,
+    QuarantineNode,
+    ReleaseNode,
+    SetNodeRole,
+    UnquarantineNode,
+)
+from phased.core.quarantine import decode_quarantine
+from phased.core.times import format_time
+from tests.core.builders import Cluster, node, phase, spec, with_ready
+
+BOUNDED = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+RACKS = 5
+GPU = "nvidia.com/gpu"
+
+events = st.one_of(
+    st.tuples(st.just("dark"), st.integers(0, 40)),
+    st.tuples(st.just("rack"), st.integers(0, RACKS - 1)),
+    st.tuples(st.just("flap"), st.integers(0, 40)),
+    st.tuples(st.just("heal"), st.integers(0, 40)),
+    st.tuples(st.just("heal_all")),
+    st.tuples(st.just("delete"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("join"), st.integers(0, RACKS - 1)),
+    st.tuples(st.just("gpus"), st.integers(0, 40), st.sampled_from([0, 4, 8])),
+    st.tuples(st.just("xid"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("worker_fails"), st.integers(0, 40)),
+    st.tuples(st.just("finish")),
+    st.tuples(st.just("wait"), st.sampled_from([5, 20, 45, 120, 700])),
+    st.tuples(st.just("proceed")),
+)
+
+jobs = st.fixed_dictionaries(
+    {
+        "size": st.integers(10, 20),
+        "spares": st.integers(0, 3),
+        "percent": st.sampled_from([20, 50, 100]),
+        "return": st.sampled_from(["Quarantine", "ReturnToSpares"]),
+        "budget": st.sampled_from([1, 20]),
+    }
+)
+
+
+def _cluster(job: dict[str, Any]) -> Cluster:
+    the_nodes = {f"n{i:02d}": node(f"n{i:02d}", rack=f"r{i % RACKS}") for i in range(job["size"])}
+    policy = {
+        "massFailure": {"maxFailedPercent": job["percent"]},
+        "nodeReturn": job["return"],
+        "healthyBeforeReturn": "2m",
+        "restartBudget": job["budget"],
+    }
+    the_spec = spec(
+        phase("prep", 2, 4),
+        phase("train", 4, 8),
+        phase("eval", 2, 3),
+        spares=job["spares"],
+        failurePolicy=policy,
+    )
+    return Cluster(the_spec, the_nodes)
+
+
+def _pick(cluster: Cluster, index: int) -> str | None:
+    names = sorted(cluster.nodes)
+    return names[index % len(names)] if names else None
+
+
+def _xid(n: NodeInfo, on: bool, now: Any) -> NodeInfo:
+    others = tuple(c for c in n.conditions if c.type != "GPUXidError")
+    return replace(n, conditions=(*others, NodeCondition("GPUXidError", str(on), now)))
+
+
+def _healed(n: NodeInfo, now: Any) -> NodeInfo:
+    if not n.ready:
+        n = with_ready(n, True, now)
+    xid = n.condition("GPUXidError")
+    if xid is not None and xid.status == "True":
+        n = _xid(n, False, now)
+    return replace(n, allocatable={**n.allocatable, GPU: 8})
+
+
+def _happen(cluster: Cluster, event: tuple[Any, ...]) -> None:
+    kind = event[0]
+    name = _pick(cluster, event[1]) if len(event) > 1 and isinstance(event[1], int) else None
+    now = cluster.now
+    if kind in ("dark", "flap") and name is not None:
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, now)
+        if kind == "flap":
+            _pass(cluster)
+            cluster.nodes[name] = with_ready(cluster.nodes[name], True, cluster.now)
+    elif kind == "rack":
+        for n in list(cluster.nodes.values()):
+            if n.labels.get("topology.phased.dev/rack") == f"r{event[1]}":
+                cluster.nodes[n.name] = with_ready(n, False, now)
+    elif kind == "heal" and name is not None:
+        cluster.nodes[name] = _healed(cluster.nodes[name], now)
+    elif kind == "heal_all":
+        for n in list(cluster.nodes.values()):
+            cluster.nodes[n.name] = _healed(n, now)
+    elif kind == "delete" and name is not None:
+        del cluster.nodes[name]
+        if event[2]:  # the pod garbage collector came by
+            for p in [p for p in cluster.pods.values() if p.node_name == name]:
+                del cluster.pods[p.name]
+    elif kind == "join":
+        fresh = f"j{len(cluster.log):04d}"
+        cluster.nodes[fresh] = node(fresh, rack=f"r{event[1]}")
+    elif kind == "gpus" and name is not None:
+        n = cluster.nodes[name]
+        cluster.nodes[name] = replace(n, allocatable={**n.allocatable, GPU: event[2]})
+    elif kind == "xid" and name is not None:
+        cluster.nodes[name] = _xid(cluster.nodes[name], event[2], now)
+    elif kind == "worker_fails":
+        running = sorted(cluster.running(), key=lambda p: p.name)
+        if running:
+            victim = running[event[1] % len(running)]
+            cluster.pods[victim.name] = replace(victim, phase=PodPhase.FAILED, exit_code=1)
+    elif kind == "finish" and cluster.status.phase:
+        cluster.finish_workers(cluster.status.phase)
+    elif kind == "wait":
+        cluster.advance(event[1])
+    elif kind == "proceed":
+        cluster.annotations = {labels.ANNOTATION_PROCEED: format_time(now)}
+
+
+def _mine(cluster: Cluster) -> dict[str, NodeRole]:
+    return {
+        n.name: n.role
+        for n in cluster.nodes.values()
+        if n.owner_uid == cluster.job.uid and n.role is not None
+    }
+
+
+def _holding(status: TrainingJobStatus) -> bool:
+    return any(c.type == "MassFailure" and c.status == "True" for c in status.conditions)
+
+
+def _pass(cluster: Cluster) -> Plan:
+    before = cluster.status
+    owned_before = _mine(cluster)
+    cluster.advance(1)
+    plan = cluster.decide()
+    claimed: set[str] = set()  # a node claimed earlier in the same plan is the job's then
+    for action in plan.actions:
+        if isinstance(action, ClaimNode):
+            claimed.add(action.node)
+        if isinstance(action, QuarantineNode | SetNodeRole | ReleaseNode | UnquarantineNode):
+            assert action.node in {*owned_before, *claimed}, f"{action} touches a stranger"
+    cluster.apply(plan)
+    cluster.schedule()
+    _check(cluster, before, plan)
+    return plan
+
+
+def _check(cluster: Cluster, before: TrainingJobStatus, plan: Plan) -> None:
+    status = plan.status
+    mine = _mine(cluster)
+
+    def having(role: NodeRole) -> list[str]:
+        return sorted(n for n, r in mine.items() if r == role)
+
+    pool = status.pool
+    assert (pool.active, pool.spares, pool.quarantined) == (
+        having(NodeRole.ACTIVE),
+        having(NodeRole.SPARE),
+        having(NodeRole.QUARANTINED),
+    )
+    the_phase = cluster.the_spec.phases[status.phase_index]
+    cap = the_phase.nodes.max + cluster.the_spec.spares.count
+    assert len(pool.active) + len(pool.spares) <= cap, (pool, the_phase.name)
+
+    keys = [(e.node, e.detected) for e in status.failures]
+    assert len(set(keys)) == len(keys), keys
+    assert len({e.id for e in status.failures}) == len(keys)
+    now_by_id = {e.id: (e.node, e.detected) for e in status.failures}
+    for e in before.failures:
+        assert now_by_id.get(e.id) == (e.node, e.detected), f"ledger entry {e.id} lost"
+    for name in pool.quarantined:
+        note = decode_quarantine(cluster.nodes[name].annotations.get(labels.ANNOTATION_QUARANTINE))
+        assert note is not None and (name, format_time(note.detected)) in keys, name
+    said = [a.reason for a in plan.actions if isinstance(a, EmitEvent)]
+    assert said.count("NodeFailed") == len(status.failures) - len(before.failures)
+
+    if _holding(status) and "MassFailureReleased" not in said:
+        held = {h.node for h in status.breaker.held}
+        for action in plan.actions:
+            assert not isinstance(action, QuarantineNode | SetNodeRole | CreatePod), action
+            assert not (isinstance(action, ClaimNode) and action.role == NodeRole.ACTIVE)
+            assert not (isinstance(action, ReleaseNode) and action.node in held), action
+
+    assert status.restarts >= before.restarts
+    assert status.worker_restarts >= before.worker_restarts
+    assert status.worker_restarts <= status.restarts
+    if status.state in (JobState.SUCCEEDED, JobState.FAILED):
+        assert not _holding(status) and status.breaker.held == []
+
+
+def _progress(cluster: Cluster) -> None:
+    """Every node healthy again: the job runs whole, has finished, or says why it waits."""
+    for n in list(cluster.nodes.values()):
+        cluster.nodes[n.name] = _healed(n, cluster.now)
+    for step in range(40):
+        if step == 10 and _holding(cluster.status):
+            cluster.annotations = {labels.ANNOTATION_PROCEED: format_time(cluster.now)}
+        cluster.advance(timedelta(minutes=1).total_seconds())
+        _pass(cluster)
+        if cluster.finished:
+            break
+    status = cluster.status
+    if status.state in (JobState.SUCCEEDED, JobState.FAILED):
+        return
+    if status.state == JobState.WAITING:
+        short = [c for c in status.conditions if c.type == "CapacityShort"]
+        assert short and short[0].status == "True", status.message
+        return
+    assert status.state == JobState.RUNNING, (status.state, status.message)
+    ranks = sorted(p.rank for p in cluster.running() if p.generation == status.restart_generation)
+    assert ranks == list(range(status.world_size)), (ranks, status.world_size)
+
+
+@BOUNDED
+@given(job=jobs, happenings=st.lists(events, min_size=1, max_size=25))
+def test_random_failure_sequences_keep_the_pool_and_the_ledger_whole(
+    job: dict[str, Any], happenings: list[tuple[Any, ...]]
+) -> None:
+    cluster = _cluster(job)
+    _pass(cluster)
+    for event in happenings:
+        _happen(cluster, event)
+        for _ in range(2):
+            _pass(cluster)
+        if cluster.finished:
+            return
+    _progress(cluster)
