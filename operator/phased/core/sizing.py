@@ -40,7 +40,8 @@ A held node a person cordoned is given back once no worker of the job runs on it
 
 While the breaker holds failures nothing here moves (:mod:`phased.core.failure`): the pool
 is neither formed nor refilled, so no node it holds is released, swapped or replaced; only
-nodes beyond ``max + spares.count`` that it does not hold are given back.
+nodes beyond what the job can use that it does not hold and no worker runs on are given
+back (:func:`_give_back_surplus`).
 
 Only unmarked, free, unoccupied nodes are claimed, and none on which one of the job's
 ``gpuFaultConditions`` is True. When the job would take more nodes than
@@ -521,18 +522,31 @@ def _recover_shape(draft: Draft) -> None:
 
 
 def _give_back_surplus(draft: Draft) -> None:
-    """While the breaker holds: nodes beyond ``max + spares.count`` (a phase boundary to a
-    smaller phase meanwhile) go back all the same, spares first, the farthest first, but
-    never one the breaker holds."""
+    """While the breaker holds: nodes beyond what the job can use go back all the same —
+    beyond ``max + spares.count``, or beyond the running generation's world and the spares
+    while it runs (a ``nodes.max`` lowered meanwhile waits, as the restart that would apply
+    it does) — spares first, the farthest first, but never one the breaker holds nor one a
+    worker of the job still runs on (a phase boundary to a smaller phase meanwhile)."""
+    ended = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    running = {
+        p.node_name
+        for p in draft.snap.pods
+        if p.node_name and not p.deleting and p.phase not in ended
+    }
+    world = len([p for p in live(generation_pods(draft)) if p.phase not in ended])
     surplus = (
         len(draft.held(NodeRole.ACTIVE))
         + len(draft.held(NodeRole.SPARE))
-        - draft.phase.nodes.max
+        - max(draft.phase.nodes.max, world)
         - draft.spec.spares.count
     )
     actives = draft.held(NodeRole.ACTIVE)
     for role in (NodeRole.SPARE, NodeRole.ACTIVE):
-        free = [n for n in draft.held(role) if n.name not in draft.breaker_nodes]
+        free = [
+            n
+            for n in draft.held(role)
+            if n.name not in draft.breaker_nodes and n.name not in running
+        ]
         for node in farthest_first(free, actives)[: max(0, surplus)]:
             _release(draft, node)
             surplus -= 1
