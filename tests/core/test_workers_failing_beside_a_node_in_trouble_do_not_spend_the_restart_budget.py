@@ -5,10 +5,11 @@ out): their failure is the node's doing. The gang restarts, counted in ``restart
 restart budget is not spent; with a budget of 0 the job does not fail on a node failure."""
 
 from dataclasses import replace
+from datetime import timedelta
 
-from phased.api.v1alpha1 import JobState, NodeRole
+from phased.api.v1alpha1 import JobState, NodeRole, parse_spec
 from phased.core.model import PodPhase
-from tests.core.builders import Cluster, node, phase, spec, with_ready
+from tests.core.builders import Cluster, events, node, phase, spec, with_ready
 
 
 def _running_job(budget: int = 0) -> Cluster:
@@ -107,3 +108,17 @@ def test_a_worker_that_died_in_a_blip_within_the_grace_spends_no_restart_budget(
     cluster.settle()
     assert cluster.status.state == JobState.RUNNING, cluster.status.message
     assert cluster.status.worker_restarts == 0 and cluster.status.restarts == 1
+
+
+def test_peers_failing_as_a_lowered_max_meets_their_nodes_failure_spend_no_restart_budget():
+    cluster = _running_job(budget=0)
+    lost = cluster.held(NodeRole.ACTIVE)[0]
+    cluster.nodes[lost] = with_ready(cluster.nodes[lost], False, cluster.now - timedelta(0, 600))
+    _peers_fail(cluster, lost)
+    raw = cluster.the_spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw["phases"][0]["nodes"] = {"min": 4, "max": 4}
+    cluster.the_spec = parse_spec(raw)
+    plan = cluster.step()
+    assert "PoolShrinking" in events(plan) and "RestartBudgetExceeded" not in events(plan)
+    assert plan.status.state != JobState.FAILED and plan.status.worker_restarts == 0
+    assert plan.status.restarts == 1

@@ -615,7 +615,7 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
         return False
     why = f"nodes.max lowered from {world} to {limit}"
     if losses.restart_needed:
-        if not _count_restart(draft, bool(losses.failed)):
+        if not _count_restart(draft, _code_fault(draft, losses, pods)):
             return True
         why = f"{why}; {_why(losses)}"
     draft.event(
