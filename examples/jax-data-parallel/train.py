@@ -17,9 +17,9 @@ Knobs (environment): ``TRAIN_STEPS`` (200), ``TRAIN_CHECKPOINT_EVERY`` (10), ``T
 (0), ``TRAIN_STEP_SECONDS`` (0: steps as fast as they go; more paces them, standing in for
 real work), ``TRAIN_BATCH_PER_WORKER`` (64), ``TRAIN_LEARNING_RATE`` (0.3),
 ``TRAIN_KEEP_CHECKPOINTS`` (3). Every event is one JSON line on stdout: ``start``,
-``resume``, ``step``, ``checkpoint``, ``superseded``, ``stopped``, ``done``. Rank 0 also
-appends each step's loss, with its restart generation, to ``metrics.jsonl`` beside the
-checkpoints: the loss curve of the whole run, across restarts, outlives the pods.
+``resume``, ``step``, ``checkpoint``, ``superseded``, ``failed``, ``stopped``, ``done``.
+Rank 0 also appends each step's loss, with its restart generation, to ``metrics.jsonl``
+beside the checkpoints: the loss curve of the whole run, across restarts, outlives the pods.
 
 Checkpoints and a worker left behind: after a node goes silent its container runs on until
 the kubelet is back, while Phased has started a new generation elsewhere that resumes from the
@@ -40,7 +40,13 @@ SIGKILL: in a container the program is PID 1, to which the kernel delivers only 
 the signals it has a handler for; and ``jax.distributed.initialize`` starts JAX's preemption
 service, which takes SIGTERM over (below Python's handler) to note a preemption for a sync
 point this program never asks for. So the program turns that service off and installs its
-own handler.
+own handler. The handler acts from a thread of its own, woken by the signal's byte on a
+pipe (``signal.set_wakeup_fd``): Python runs a handler only between bytecodes of the main
+thread, and the main thread may be inside JAX waiting on a peer that is gone.
+
+Failing, the program leaves without JAX's exit handlers: a collective whose peer died fails
+(``Gloo all-reduce failed``), and the distributed shutdown that would run at exit then
+waits for that peer, so the worker hung, neither Failed nor stopping, until it was killed.
 """
 
 from __future__ import annotations
@@ -49,7 +55,10 @@ import json
 import os
 import re
 import signal
+import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -148,19 +157,42 @@ def prune(directory: Path, keep: int, current: tuple[int, int]) -> None:
         old.unlink(missing_ok=True)
 
 
-def stop_at_once(signum: int, frame: object) -> None:
+def stop_at_once(signum: int, frame: object = None) -> None:
     """End the process now, from wherever it is (a collective, a sleep, a write)."""
     os.write(1, b'{"event": "stopped", "signal": "SIGTERM"}\n')
     os._exit(128 + signum)
 
 
-def main() -> int:
+def stop_on_sigterm() -> None:
+    """SIGTERM ends the process even while the main thread waits inside JAX (module
+    docstring): the signal's number, written to a pipe by Python's own C handler from
+    whichever thread the kernel picked, wakes a thread that ends the process."""
+    wake, wakeup = os.pipe()
+    os.set_blocking(wakeup, False)
+    signal.set_wakeup_fd(wakeup)
     signal.signal(signal.SIGTERM, stop_at_once)
+
+    def watch() -> None:
+        while True:
+            if signal.SIGTERM in os.read(wake, 64):
+                stop_at_once(signal.SIGTERM)
+
+    threading.Thread(target=watch, name="sigterm", daemon=True).start()
+
+
+def main() -> int:
+    stop_on_sigterm()
     try:
         return train()
     except phased_worker.Superseded as exc:
         say("superseded", reason=str(exc))
-        return 1
+    except Exception as exc:  # a peer gone, a checkpoint unreadable: the worker has failed
+        traceback.print_exc()
+        say("failed", error=f"{type(exc).__name__}: {exc}")
+    # Not through JAX's exit handlers: their shutdown waits for peers that may be gone.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def train() -> int:
