@@ -14,16 +14,20 @@ from pathlib import Path
 
 TRAIN = Path(__file__).resolve().parents[2] / "examples" / "jax-data-parallel" / "train.py"
 
-# train.py's main() with jax and numpy stood in for, and train() replaced by a wait ({wait}):
-# the handling main() installs is what is under test.
-PROGRAM = """
-import importlib.util, signal, sys, time
+# train.py loaded with jax and numpy stood in for; each program below then replaces train()
+# and runs main(): the handling main() installs is what is under test.
+LOAD = f"""
+import atexit, importlib.util, signal, sys, time
 from unittest import mock
 for name in ("jax", "jax.numpy", "jax.sharding", "numpy"):
     sys.modules[name] = mock.MagicMock()
-spec = importlib.util.spec_from_file_location("train", {train!r})
+spec = importlib.util.spec_from_file_location("train", {str(TRAIN)!r})
 train = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(train)
+"""
+
+# train() replaced by a wait, after ``{wait}``.
+PROGRAM = """
 def waiting():
     {wait}
     print("ready", flush=True)
@@ -36,7 +40,7 @@ raise SystemExit(train.main())
 
 def _run_and_stop(wait: str) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(TRAIN.parents[2] / "operator")}
-    program = PROGRAM.format(train=str(TRAIN), wait=wait)
+    program = LOAD + PROGRAM.format(wait=wait)
     proc = subprocess.Popen(
         [sys.executable, "-c", program], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -67,13 +71,6 @@ def test_sigterm_ends_it_while_the_main_thread_cannot_run_a_handler() -> None:
 
 
 FAILING = """
-import atexit, importlib.util, sys, time
-from unittest import mock
-for name in ("jax", "jax.numpy", "jax.sharding", "numpy"):
-    sys.modules[name] = mock.MagicMock()
-spec = importlib.util.spec_from_file_location("train", {train!r})
-train = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(train)
 atexit.register(time.sleep, 30)  # as JAX's distributed shutdown waiting for a peer that is gone
 def failing():
     raise RuntimeError("Gloo all-reduce failed: Connection reset by peer")
@@ -85,7 +82,7 @@ raise SystemExit(train.main())
 def test_a_worker_whose_collective_failed_exits_1_at_once_not_through_the_exit_handlers() -> None:
     env = {**os.environ, "PYTHONPATH": str(TRAIN.parents[2] / "operator")}
     done = subprocess.run(
-        [sys.executable, "-c", FAILING.format(train=str(TRAIN))],
+        [sys.executable, "-c", LOAD + FAILING],
         capture_output=True,
         text=True,
         env=env,

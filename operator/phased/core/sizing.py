@@ -75,12 +75,12 @@ from phased.core.model import (
     CreatePod,
     EnsureService,
     NodeInfo,
-    PodPhase,
     ReleaseNode,
     SetNodeRole,
 )
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.phases import (
+    ENDED,
     fail,
     generation_pods,
     latest_attempts,
@@ -246,6 +246,15 @@ def release_misfits(draft: Draft, type_key: str) -> None:
             _release(draft, node)
 
 
+def _running_on(draft: Draft) -> set[str]:
+    """Nodes on which a pod of the job runs or is still to run (not ended, not deleting)."""
+    return {
+        p.node_name
+        for p in draft.snap.pods
+        if p.node_name and not p.deleting and p.phase not in ENDED
+    }
+
+
 def release_cordoned(draft: Draft) -> None:
     """Give back the held nodes a person cordoned on which no worker of the job runs.
 
@@ -264,11 +273,7 @@ def release_cordoned(draft: Draft) -> None:
     # answered as a worker failure, not as a lost node) or any of the job's pods still
     # running there keeps the node.
     bound = {p.node_name for p in latest_attempts(live(generation_pods(draft)))}
-    bound |= {
-        p.node_name
-        for p in draft.snap.pods
-        if not p.deleting and p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
-    }
+    bound |= _running_on(draft)
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
         if not node.unschedulable or not node.ready or node.name in draft.suspect_nodes:
             continue
@@ -527,13 +532,8 @@ def _give_back_surplus(draft: Draft) -> None:
     while it runs (a ``nodes.max`` lowered meanwhile waits, as the restart that would apply
     it does) — spares first, the farthest first, but never one the breaker holds nor one a
     worker of the job still runs on (a phase boundary to a smaller phase meanwhile)."""
-    ended = (PodPhase.SUCCEEDED, PodPhase.FAILED)
-    running = {
-        p.node_name
-        for p in draft.snap.pods
-        if p.node_name and not p.deleting and p.phase not in ended
-    }
-    world = len([p for p in live(generation_pods(draft)) if p.phase not in ended])
+    running = _running_on(draft)
+    world = len([p for p in live(generation_pods(draft)) if p.phase not in ENDED])
     surplus = (
         len(draft.held(NodeRole.ACTIVE))
         + len(draft.held(NodeRole.SPARE))
