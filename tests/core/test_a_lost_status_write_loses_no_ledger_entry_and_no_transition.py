@@ -131,6 +131,23 @@ def test_a_rank_whose_create_was_lost_is_created_alone():
     assert plan.status.restarts == 0
 
 
+def test_the_world_size_lost_with_the_status_write_is_read_back_from_the_workers():
+    """The pass that created the workers recorded their world size, and its status write
+    was lost (or a create was refused, which writes the status as it was): the size is the
+    one the workers were made with, not the 0 from before."""
+    held = [owned(n, NodeRole.ACTIVE) for n in nodes("a", 3)]
+    pods = [pod(f"llm-train-g0-{i}", "train", i, world=3, node_name=f"a0{i}") for i in range(2)]
+    status = TrainingJobStatus(phase="train", state=JobState.PENDING)
+    plan = decide(
+        snapshot(spec(phase("train", 2, 4)), held, pods, status, service_exists=True), SETTINGS, T0
+    )
+    created = of_type(plan, CreatePod)
+    assert [c.manifest["metadata"]["name"] for c in created] == ["llm-train-g0-2"]
+    assert created[0].manifest["metadata"]["labels"][labels.LABEL_WORLD_SIZE] == "3"
+    assert plan.status.world_size == 3
+    assert plan.status.message == "phase train running on 3 nodes"
+
+
 def test_a_crash_between_quarantine_and_promotion_still_promotes_and_restarts():
     """The cordon and the pod deletion happened, the promotion and the status write did not:
     the rebuilt entry's swap is finished on the next pass, not left with a pending rank."""

@@ -70,6 +70,12 @@ def derive_position(draft: Draft) -> None:
                 update={"state": PhaseState.SUCCEEDED, "end_time": format_time(draft.now)}
             )
     draft.set(phase_index=index, phase=names[index], restart_generation=generation)
+    # The world the generation's workers were made with (a status write lost after their
+    # creation, or a create the API refused, left the size before it).
+    made = [p for p in draft.pods if p.phase_name == names[index] and p.generation == generation]
+    world = world_of(made, 0, draft.spec.phases[index].nodes.max)
+    if world:
+        draft.set(world_size=world)
     _restart_counts(draft)
 
 
