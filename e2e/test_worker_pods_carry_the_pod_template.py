@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from e2e import lib
 from e2e.harness import REPO, Operator
-from e2e.operator_fixtures import JOB_UID, apply, get_job, live_workers, wait_state
+from e2e.operator_fixtures import JOB_UID, apply, get_job, live_workers, status, wait_state
 from tests.api.invalid_cases import VALID_CASES
 
 from phased.api.v1alpha1 import parse_manifest
@@ -169,3 +169,61 @@ def test_every_examples_worker_pods_are_pods_the_api_server_accepts(
             assert result.returncode == 0, (job.metadata.name, phase.name, result.stderr)
             checked += 1
     assert checked >= 10
+
+
+def test_a_namespace_quota_that_refuses_workers_is_said_on_the_job_until_it_is_raised(
+    operator: Operator, kubectl: lib.Kubectl, core: Any, namespace: str
+) -> None:
+    """A ResourceQuota the workers would exceed is the namespace's to mend, not the spec's:
+    the job says so (``WorkersRefused`` with the API server's message, a Warning event) and
+    starts once the quota is raised, without a new spec."""
+    quota: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "pods", "namespace": namespace},
+        "spec": {"hard": {"pods": "1"}},
+    }
+    kubectl("apply", "-f", "-", input=json.dumps(quota))
+    lib.wait_until(
+        lambda: (core.read_namespaced_resource_quota("pods", namespace).status.hard or {}),
+        60,
+        message="the quota controller to publish the quota",
+    )
+    job = {
+        "apiVersion": "phased.dev/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "quota"},
+        "spec": {
+            "template": {"image": "busybox:1.36"},
+            "phases": [
+                {"name": "train", "nodes": {"min": 2, "max": 2}, "gpuTypes": ["H100"],
+                 "gpusPerNode": 8},
+            ],
+        },
+    }  # fmt: skip
+    apply(kubectl, namespace, job)
+
+    def refused() -> dict[str, Any] | None:
+        st = status(kubectl, namespace, "quota")
+        cond = next((c for c in st.get("conditions", []) if c["type"] == "WorkersRefused"), {})
+        return st if cond.get("status") == "True" else None
+
+    st = lib.wait_until(refused, 120, message="WorkersRefused on the job")
+    cond = next(c for c in st["conditions"] if c["type"] == "WorkersRefused")
+    assert "exceeded quota" in cond["message"], cond["message"]
+    assert "exceeded quota" in st["message"] and st["state"] == "Pending", st
+    reasons = kubectl(
+        "get", "events", "-n", namespace, "--field-selector", "involvedObject.name=quota",
+        "-o", "jsonpath={range .items[*]}{.reason}{'\\n'}{end}",
+    ).split()  # fmt: skip
+    assert "WorkersRefused" in reasons, reasons
+
+    quota["spec"]["hard"]["pods"] = "10"
+    kubectl("apply", "-f", "-", input=json.dumps(quota))
+    st = wait_state(kubectl, namespace, "quota", {"Running"}, 120, operator)
+    cond = next(c for c in st["conditions"] if c["type"] == "WorkersRefused")
+    assert cond["status"] == "False", cond
+    uid = get_job(kubectl, namespace, "quota")["metadata"]["uid"]
+    assert len(live_workers(core, namespace, uid)) == 2
+    assert operator.alive
+    kubectl("delete", "trainingjob", "quota", "-n", namespace, "--timeout=90s")

@@ -40,7 +40,7 @@ from phased.api.v1alpha1 import (
     parse_spec,
     read_status,
 )
-from phased.core import labels, reports
+from phased.core import labels, refusals, reports
 from phased.core.decide import decide
 from phased.core.ledger import encode_replaces
 from phased.core.model import (
@@ -94,6 +94,17 @@ _VOLATILE_PHASE_KEYS = (
 )
 # Events decide repeats on every pass while a situation lasts: posted once per this many
 # seconds for the same job, reason and message.
+# A worker create refused by what guards the namespace (403: a ResourceQuota, Pod Security
+# Admission, RBAC; 400: an admission webhook's denial), not by the spec (422).
+_REFUSED = frozenset({400, 403})
+
+
+class _Refused(Exception):
+    def __init__(self, error: KubeError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 _REPEATING = frozenset({"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "GuestsDeleted"})
 _REPEAT_EVERY = 600.0
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
@@ -442,7 +453,11 @@ class Reconciler:
             snapshot = replace(snapshot, node_pods=pods)
             plan = decide(snapshot, self.settings, now)
         entry.claim_refused = False
-        await self._act(entry, plan, now)
+        try:
+            await self._act(entry, plan, now)
+        except _Refused as refusal:
+            await self._say_refused(entry, snapshot, refusal.error, now)
+            raise refusal.error from None
         if entry.claim_refused:
             # The plan's status holds a node it did not get: like a failed action, the
             # status is not written (nor observed), and the job is decided again shortly
@@ -602,6 +617,10 @@ class Reconciler:
                     entry.rejected = (job.generation, why)
                     self.trigger(job.uid, 0.1)
                     raise
+                except KubeError as exc:
+                    if exc.status in _REFUSED:
+                        raise _Refused(exc) from exc
+                    raise
             case DeletePod(name=name, force=force, grace_seconds=grace):
                 await self.pod_verbs.delete(job.namespace, name, force=force, grace_seconds=grace)
             case EnsureService(manifest=manifest):
@@ -615,6 +634,17 @@ class Reconciler:
                 entry.claim_ok = True
             case _:
                 logger.error("unknown action %r", action)
+
+    async def _say_refused(
+        self, entry: JobEntry, snapshot: Snapshot, error: KubeError, now: datetime
+    ) -> None:
+        """A worker create refused by what guards the namespace (quota, Pod Security, a
+        webhook): the status as it was, with ``WorkersRefused`` saying why, and one event
+        (phased.core.refusals); the pass then fails and is retried with the backoff."""
+        status, event = refusals.refused(snapshot.status, error.message, now, entry.ref.generation)
+        await self._write_status(entry, snapshot, Plan(actions=(), status=status))
+        if event is not None:
+            await self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
 
     def _lost_claim(self, entry: JobEntry, name: str, fresh: dict[str, Any] | None) -> None:
         """A claim decided on a stale view: put the node as the API holds it into the view

@@ -21,6 +21,7 @@ class ConditionType(StrEnum):
     CAPACITY_SHORT = "CapacityShort"
     ADMISSION_TIMED_OUT = "AdmissionTimedOut"
     WORKERS_PENDING = "WorkersPending"
+    WORKERS_REFUSED = "WorkersRefused"
     MASS_FAILURE = "MassFailure"
     SPARES_EXHAUSTED = "SparesExhausted"
     INTERRUPTION_BUDGET_EXCEEDED = "InterruptionBudgetExceeded"

@@ -335,6 +335,18 @@ def _mark_resumed(draft: Draft) -> None:
             )
 
 
+def _refusal_over(draft: Draft, state: JobState) -> None:
+    """``WorkersRefused`` (phased.core.refusals) turns False with the first plan whose creates
+    land (a plan is written only once all its actions landed), or once the job needs no
+    workers: it waits holding nothing, or has ended."""
+    if not draft.is_true(ConditionType.WORKERS_REFUSED):
+        return
+    if any(isinstance(a, CreatePod) for a in draft.actions):
+        draft.condition(ConditionType.WORKERS_REFUSED, False, "Created", "")
+    elif state in TERMINAL or state == JobState.WAITING:
+        draft.condition(ConditionType.WORKERS_REFUSED, False, "NotNeeded", "")
+
+
 def _is_pod_action(action: object) -> bool:
     return isinstance(action, CreatePod | DeletePod)
 
@@ -391,6 +403,7 @@ def _finish(draft: Draft, finished: bool = False) -> Plan:
     _record_basis(draft)
     _interruption(draft)
     state = _state(draft)
+    _refusal_over(draft, state)
     active = draft.held(NodeRole.ACTIVE)
     spares = draft.held(NodeRole.SPARE)
     quarantined = sorted(n for n, r in draft.roles.items() if r == NodeRole.QUARANTINED)
