@@ -35,6 +35,7 @@ from phased.api.v1alpha1 import GPUType, Phase
 from phased.core import labels
 from phased.core.model import Claimant, NodeInfo
 from phased.core.ownership import marks
+from phased.core.selector import selects
 from phased.core.settings import Settings
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
@@ -245,12 +246,14 @@ def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> 
 def type_total(
     nodes: Iterable[NodeInfo], type_key: str, gpus_per_node: int, settings: Settings
 ) -> int:
-    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones excepted:
-    the most a phase of this type could ever be given as the cluster stands."""
+    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones and those
+    out of the operator's ``nodeSelector`` excepted: the most a phase of this type could
+    ever be given as the cluster stands."""
     return sum(
         1
         for n in nodes
         if n.labels.get(labels.LABEL_ROLE) != "quarantined"
+        and selects(settings.node_selector, n.labels)
         and matches(n, type_key, gpus_per_node, settings)
     )
 

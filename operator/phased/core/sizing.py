@@ -107,6 +107,7 @@ from phased.core.pools import (
     unfit_now,
 )
 from phased.core.recovery import keep_troubled_out
+from phased.core.scope import in_scope
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.workers import Worker, service_manifest
 
@@ -129,7 +130,9 @@ def phase_type(draft: Draft) -> str:
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
-    """Nodes the job does not hold, on which no pod of others was seen and none of the job's
+    """Nodes the job does not hold, within the operator's ``nodeSelector`` (the operator
+    also sees nodes out of it that carry its marks, and one it read to learn whether a pool
+    node was deleted), on which no pod of others was seen and none of the job's
     ``gpuFaultConditions`` is True (claimed, such a node would fail at once, dated from its
     fault's own start, long before the job held it)."""
     faults = draft.spec.failure_policy.gpu_fault_conditions
@@ -138,6 +141,7 @@ def _unheld(draft: Draft) -> list[NodeInfo]:
         for n in draft.nodes.values()
         if n.name not in draft.roles
         and n.name not in draft.occupied
+        and in_scope(n, draft.settings)
         and not any((c := n.condition(kind)) is not None and c.status == "True" for kind in faults)
     ]
 
