@@ -17,11 +17,12 @@ Gang admission and fairness: a phase whose pool is being formed either reaches `
 in one pass — what it holds plus the free nodes not reserved for jobs ahead of it in line —
 and claims it all at once, or holds nothing (it gives back what it held for the phase). The
 line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
-ahead that waits for the type reserves the nodes it still needs. A job whose ``nodes.min``
-exceeds every node of each type it accepts in the cluster reserves nothing (it could never
-start, and must not block those that can); one that accepts several types waits for one the
-cluster has enough of (:func:`choose_type`). Spare refills of running jobs, and a started
-phase re-forming after a failure, never wait in line.
+ahead that waits for the type reserves the nodes it still needs (a CPU phase allowed GPU
+nodes also leaves the GPU nodes that GPU jobs ahead of it wait for: ``sizing._available``).
+A job whose ``nodes.min`` exceeds every node of each type it accepts in the cluster reserves
+nothing (it could never start, and must not block those that can); one that accepts several
+types waits for one the cluster has enough of (:func:`choose_type`). Spare refills of running
+jobs, and a started phase re-forming after a failure, never wait in line.
 """
 
 from __future__ import annotations

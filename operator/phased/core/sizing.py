@@ -204,13 +204,36 @@ def _started(draft: Draft) -> bool:
 
 
 def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
-    """Free matching nodes this job may claim now, and how many are reserved for jobs ahead."""
+    """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
+
+    A CPU phase allowed GPU nodes (``cpu.allowGpuNodes``) may take the free GPU nodes too,
+    so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
+    type that the waiting jobs ahead want of it (the farthest from this job's pool), then,
+    among the rest, what the CPU jobs ahead want."""
     free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
     if _started(draft):
         return free, 0
-    reserved = reserved_ahead(_me(draft, type_key, 1), draft.snap.waiting, type_key)
-    keep = max(0, len(free) - reserved)
-    return nearest_first(free, _anchors(draft, free))[:keep], min(reserved, len(free))
+    me = _me(draft, type_key, 1)
+    ordered = nearest_first(free, _anchors(draft, free))
+    kept = _kept_for_gpu_jobs(draft, me, ordered) if type_key == CPU_TYPE else set()
+    rest = [n for n in ordered if n.name not in kept]
+    reserved = reserved_ahead(me, draft.snap.waiting, type_key)
+    keep = max(0, len(rest) - reserved)
+    return rest[:keep], len(kept) + min(reserved, len(rest))
+
+
+def _kept_for_gpu_jobs(draft: Draft, me: Claimant, ordered: list[NodeInfo]) -> set[str]:
+    """The free GPU nodes among a CPU phase's candidates (``ordered`` nearest first) that
+    GPU jobs ahead of it in line wait for: per GPU type, as many as they want of it, the
+    farthest from this job's pool first. None when CPU phases may not hold GPU nodes."""
+    if not draft.settings.cpu.allow_gpu_nodes:
+        return set()
+    kept: set[str] = set()
+    for gpu in draft.settings.gpu_types:
+        wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
+        of_type = [n for n in ordered if has_type_labels(n, gpu.value, draft.settings)]
+        kept.update(n.name for n in of_type[len(of_type) - min(wanted, len(of_type)) :])
+    return kept
 
 
 def _anchors(draft: Draft, free: list[NodeInfo]) -> Sequence[NodeInfo]:
