@@ -602,7 +602,12 @@ def retaint_spares(draft: Draft) -> None:
     """Held spares carry the taint ``spares.whileIdle`` asks for now: the spare taint when
     Preemptible (others may borrow them), the pool taint when Reserved. An edit of the policy
     reaches the spares already held, not only those claimed later (the role written again
-    writes the taint; a spare returned from quarantine is given its taint the same way)."""
+    writes the taint; a spare returned from quarantine is given its taint the same way).
+
+    ``SpareTaintsChanged`` is said once per edit: by the first pass to reach the spares under
+    the edited spec (:func:`_first_at_the_spares`). A later pass that still sees the old
+    taint (the node watch has not delivered the write yet) writes the role again, which
+    changes nothing on the node, and says nothing."""
     borrowable = draft.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
     touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
     moved: list[str] = []
@@ -613,7 +618,7 @@ def retaint_spares(draft: Draft) -> None:
         if (TAINT_SPARE in keys, TAINT_POOL in keys) != (borrowable, not borrowable):
             _set_role(draft, node, NodeRole.SPARE)
             moved.append(node.name)
-    if moved:
+    if moved and _first_at_the_spares(draft):
         draft.event(
             NORMAL,
             "SpareTaintsChanged",
@@ -625,3 +630,12 @@ def retaint_spares(draft: Draft) -> None:
                 else "carry the pool taint, which keeps every other workload off"
             ),
         )
+
+
+def _first_at_the_spares(draft: Draft) -> bool:
+    """This pass is the first to reach the held spares under the spec as it is: the status
+    it starts from — what the cluster says, so an operator restarted meanwhile judges the
+    same — was written by a pass that decided an older generation (the spec was edited
+    since), or by one the breaker stopped before the spares (it held failures)."""
+    status = draft.snap.status
+    return status.observed_generation != draft.snap.job.generation or bool(status.breaker.held)
