@@ -19,6 +19,7 @@ task at a time, and an event that arrives meanwhile runs it once more afterwards
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import random
@@ -37,6 +38,7 @@ from phased.api.v1alpha1 import (
     RestartScope,
     SpareIdlePolicy,
     TrainingJobSpec,
+    TrainingJobStatus,
     parse_spec,
     read_status,
 )
@@ -71,13 +73,13 @@ from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.podlabels import label_int
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
-from phased.kube.client import Invalid, KubeClient, KubeError
-from phased.kube.convert import job_ref_from_raw, node_pod_from_raw, pod_from_raw
+from phased.kube.client import Invalid, KubeClient, KubeError, NotFound
+from phased.kube.convert import job_ref_from_raw, node_from_raw, node_pod_from_raw, pod_from_raw
 from phased.kube.events import EventVerbs
 from phased.kube.jobs import JobVerbs
 from phased.kube.nodes import NodeVerbs, list_nodes
-from phased.kube.nodeview import Listed, NodeView
-from phased.kube.nodewatch import NodeWatch
+from phased.kube.nodeview import Listed, NodeViews
+from phased.kube.nodewatch import NodeWatch, NodeWatches, watched_selectors
 from phased.kube.pods import Eviction, PodVerbs
 from phased.metrics import Metrics
 
@@ -243,16 +245,24 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self.operator_pod = operator_pod  # (namespace, name): never displaced
-        self.nodes = NodeView()
         # Nodes are watched here, not through kopf: heartbeats are dropped before anything
-        # is copied or converted (kube/nodewatch.py).
-        self.node_watch = NodeWatch(
-            kube,
-            self.nodes,
-            settings.node_selector,
-            on_list=self.nodes_listed,
-            on_event=self.node_event,
-            on_alive=self._seen,
+        # is copied or converted (kube/nodewatch.py). With a nodeSelector, a second watch
+        # keeps the nodes this installation marked in sight whatever the selector.
+        self.nodes = NodeViews(watched_selectors(settings.node_selector, settings.installation))
+        self.node_watch = NodeWatches(
+            [
+                NodeWatch(
+                    kube,
+                    view,
+                    selector,
+                    on_list=functools.partial(self.nodes_listed, source=source),
+                    on_event=functools.partial(self.node_event, source=source),
+                    on_alive=self._seen,
+                )
+                for source, (selector, view) in enumerate(
+                    zip(self.nodes.selectors, self.nodes.views, strict=True)
+                )
+            ]
         )
         self.node_verbs = NodeVerbs(kube, settings.installation)
         self.pod_verbs = PodVerbs(kube)
@@ -308,9 +318,11 @@ class Reconciler:
         # older value. Decide again: the pass that wrote the newer one may not have seen this.
         self.trigger(ref.uid)
 
-    def node_event(self, event_type: str | None, raw: dict[str, Any]) -> None:
+    def node_event(self, event_type: str | None, raw: dict[str, Any], source: int = 0) -> None:
+        """A Node event of watch ``source`` (0: the nodeSelector's; 1: the nodes this
+        installation marked, when a selector is set)."""
         self._seen()
-        before, after = self.nodes.apply_event(event_type, raw)
+        before, after = self.nodes.apply_event(event_type, raw, source)
         if before is not None and after is not None and _same_state(before, after):
             return  # a heartbeat: nothing a decision reads has changed
         owners = {n.owner_uid for n in (before, after) if n is not None and n.owner_uid}
@@ -503,7 +515,7 @@ class Reconciler:
             claim_exists=entry.claim_ok,
             status=status,
             unreadable_status=unreadable,
-            nodes=self.nodes.all(),
+            nodes=self.nodes.all() + await self._unseen_pool_nodes(status),
             pods=tuple(pod_from_raw(p) for p in raw_pods),
             service_exists=entry.service_ok,
             waiting=self._claimants(entry.ref.uid),
@@ -511,6 +523,30 @@ class Reconciler:
             annotations=_phased_annotations(entry.raw),
             node_pods=await self._node_pods(entry.ref),
         )
+
+    async def _unseen_pool_nodes(self, status: TrainingJobStatus) -> tuple[NodeInfo, ...]:
+        """Nodes the status lists in the pool (active or spare) that no node view holds,
+        read from the API: only with a nodeSelector, where a node can leave every view and
+        still exist.
+
+        A node the job released out of the selector loses the installation label the second
+        watch selects on; if the status write that dropped it from the pool was lost, the
+        next pass would take it for a deleted node (a ledger entry for nothing). Only the API
+        can tell: a node it still has goes into the snapshot (decide sees it unheld, or held
+        and out of the selector, and gives it back; it is never claimed there), one it has
+        not is left out (``NodeDeleted``). One GET per such node, while the status lists it.
+        """
+        if not self.settings.node_selector or not self.nodes.synced:
+            return ()
+        found: list[NodeInfo] = []
+        for name in dict.fromkeys([*status.pool.active, *status.pool.spares]):
+            if self.nodes.get(name) is not None:
+                continue
+            try:
+                found.append(node_from_raw(await self.node_verbs.get(name)))
+            except NotFound:
+                continue
+        return tuple(found)
 
     async def _pods_on(self, node: str) -> tuple[NodePod, ...]:
         raws = await self.pod_verbs.on_node(node)
@@ -854,15 +890,18 @@ class Reconciler:
     # -- periodic work ---------------------------------------------------------------------------
 
     async def relist_nodes(self) -> None:
-        """Replace the node view with a fresh (paged) list; wake the jobs whose nodes changed."""
-        listed = await list_nodes(self.kube, self.settings.node_selector)
-        self.nodes_listed(listed.entries, listed.resource_version)
+        """Replace each node view with a fresh (paged) list of its selection; wake the jobs
+        whose nodes changed."""
+        for source, selector in enumerate(self.nodes.selectors):
+            listed = await list_nodes(self.kube, selector)
+            self.nodes_listed(listed.entries, listed.resource_version, source=source)
 
-    def nodes_listed(self, entries: list[Listed], version: str = "") -> None:
-        """A full list of Nodes taken at resourceVersion ``version`` (a relist, or the node
-        watch's own list), already converted: replace the view with it, never rolling back
-        what the watch delivered since, and wake the jobs whose nodes changed."""
-        changed = self.nodes.replace_converted(entries, version)
+    def nodes_listed(self, entries: list[Listed], version: str = "", source: int = 0) -> None:
+        """A full list of watch ``source``'s Nodes taken at resourceVersion ``version`` (a
+        relist, or the node watch's own list), already converted: replace that view with it,
+        never rolling back what the watch delivered since, and wake the jobs whose nodes
+        changed."""
+        changed = self.nodes.replace_converted(entries, version, source)
         if changed:
             owners = {n.owner_uid for n in self.nodes.all() if n.name in changed and n.owner_uid}
             for uid in owners:

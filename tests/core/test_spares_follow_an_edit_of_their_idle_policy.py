@@ -5,6 +5,7 @@ actives are not touched."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from phased.api.v1alpha1 import JobState, NodeRole
@@ -30,6 +31,7 @@ def test_held_spares_take_the_new_policy_both_ways() -> None:
 
     for policy, taint in (("Preemptible", labels.TAINT_SPARE), ("Reserved", labels.TAINT_POOL)):
         cluster.the_spec = _edit(cluster.the_spec, _idle(policy))
+        cluster.job = replace(cluster.job, generation=cluster.job.generation + 1)  # an edit
         cluster.advance(30)
         plans = cluster.settle()
         moved = [a for p in plans for a in p.actions if isinstance(a, SetNodeRole)]

@@ -1,7 +1,8 @@
 """An in-memory stand-in for the API server, behind the same ``request`` the kube verbs call.
 
 It keeps Nodes, Pods and TrainingJobs as raw dicts and answers the requests the verbs make:
-GET/LIST/merge-PATCH (with the resourceVersion precondition) on Nodes, LIST of pods by
+GET/LIST (honouring a ``labelSelector``)/merge-PATCH (with the resourceVersion
+precondition) on Nodes, LIST of pods by
 ``spec.nodeName``, evictions (refused with 429 for pods a disruption budget protects),
 deletes, and GET and merge-PATCH (with the precondition) of a TrainingJob. Anything else
 fails the test.
@@ -14,6 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from phased.core.selector import selects
 from phased.kube.client import JSON, Conflict, KubeError, NotFound
 
 _NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
@@ -98,7 +100,11 @@ class FakeCluster:
     ) -> JSON:
         self.calls.append((method, path))
         if path == "/api/v1/nodes" and method == "GET":
-            return {"items": copy.deepcopy(list(self.nodes.values()))}
+            wanted = str((query or {}).get("labelSelector", ""))
+            chosen = [
+                n for n in self.nodes.values() if selects(wanted, n["metadata"].get("labels") or {})
+            ]
+            return {"items": copy.deepcopy(chosen)}
         if match := _NODE.match(path):
             return self._node(method, match["name"], body, resource)
         if path == "/api/v1/pods" and method == "GET":

@@ -53,6 +53,10 @@ class PagingApi:
 
     A real server repeats the snapshot's resourceVersion on every page; with
     ``later_pages_say`` the pages after the first say another one (the list must not take it).
+
+    The operator also lists the nodes this installation marked (with a node selector set):
+    none here carries its label, so that list is answered empty and recorded apart
+    (``marked``).
     """
 
     def __init__(self, nodes: list[dict[str, Any]], version: int) -> None:
@@ -63,6 +67,7 @@ class PagingApi:
         self.later_pages_say: str | None = None
         self.requests: list[dict[str, str]] = []
         self.before_page: Any = None  # called with each query, before it is answered
+        self.marked: list[dict[str, str]] = []
 
     def change(self, version: int, nodes: list[dict[str, Any]]) -> None:
         self.version = version
@@ -77,6 +82,9 @@ class PagingApi:
         parts = urlsplit(url)
         assert (method, parts.path) == ("GET", "/api/v1/nodes")
         query = dict(parse_qsl(parts.query))
+        if query.get("labelSelector", "").startswith("phased.dev/installation="):
+            self.marked.append(query)
+            return Answer(200, {"metadata": {"resourceVersion": str(self.version)}, "items": []})
         self.requests.append(query)
         if self.before_page is not None:
             self.before_page(query)
@@ -111,7 +119,7 @@ def test_the_node_watchs_list_fills_the_view_with_every_node_of_every_page() -> 
     asyncio.run(rec.node_watch.relist())
     assert rec.nodes.synced
     assert rec.nodes.names() == {f"n{i:04d}" for i in range(2 * LIST_PAGE + 1)}
-    assert rec.node_watch.resource_version == "10"
+    assert rec.node_watch.watches[0].resource_version == "10"
     assert [q.get("continue") for q in api.requests] == [None, f"10/{LIST_PAGE}", "10/1000"]
     for query in api.requests:
         assert query["limit"] == str(LIST_PAGE) and query["labelSelector"] == SELECTOR
@@ -197,7 +205,7 @@ def test_the_node_watch_lists_afresh_when_its_continue_token_expires() -> None:
         f"20/{LIST_PAGE}",
     ]
     assert rec.nodes.names() == {f"n{i:04d}" for i in range(1, LIST_PAGE + 1)} | {"n9999"}
-    assert rec.node_watch.resource_version == "20"
+    assert rec.node_watch.watches[0].resource_version == "20"
 
 
 def test_a_continue_token_that_keeps_expiring_gives_up_with_the_410() -> None:

@@ -102,10 +102,21 @@ class StreamResponse:
 
 class FakeApi:
     """Stands in for kubernetes.aio's ApiClient: each request takes the next step of the
-    script for its kind ("list" or "watch"); the requests are recorded with their query."""
+    script for its kind ("list" or "watch"); the requests are recorded with their query.
 
-    def __init__(self, lists: list[Any], watches: list[Any]) -> None:
+    Requests for the nodes this installation marked (the second watch a node selector
+    brings) take their steps from a script of their own (``marked``: lists and watches; by
+    default an empty list and a watch that stays open)."""
+
+    def __init__(
+        self,
+        lists: list[Any],
+        watches: list[Any],
+        marked: tuple[list[Any], list[Any]] | None = None,
+    ) -> None:
         self.script = {"list": list(lists), "watch": list(watches)}
+        mine_lists, mine_watches = marked or ([node_list(1)], [[HANG]])
+        self.marked = {"list": list(mine_lists), "watch": list(mine_watches)}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.streams: list[StreamResponse] = []
 
@@ -119,7 +130,8 @@ class FakeApi:
         query = dict(parse_qsl(parts.query))
         kind = "watch" if query.get("watch") == "true" else "list"
         self.requests.append((kind, query))
-        steps = self.script[kind]
+        mine = query.get("labelSelector", "").startswith("phased.dev/installation=")
+        steps = (self.marked if mine else self.script)[kind]
         step = steps.pop(0) if steps else [HANG]
         if isinstance(step, BaseException):
             raise step

@@ -5,7 +5,8 @@ ledger entries from quarantine notes; fold the workers' checkpoint reports into 
 find the position (phase, generation) from status and pods; ensure the checkpoint claim and
 report Secret; time-out and completion checks (possibly advancing several phases, each
 after its final checkpoint when workers report); failure detection and quarantine (or the
-breaker's hold); give back held nodes a person cordoned; keep the running generation whole
+breaker's hold); give back held nodes a person relabelled out of the operator's
+``nodeSelector`` or cordoned; keep the running generation whole
 (promote, restart); answer workers stuck Pending; take healed nodes back; size the pool and
 start the next generation; clear guests from the job's nodes; checkpoint staleness; then
 resumption, interruption, conditions, summary (see :mod:`phased.core.checkpoints`).
@@ -65,6 +66,7 @@ from phased.core.phases import (
 )
 from phased.core.pools import CPU_TYPE, gpu_kind
 from phased.core.recovery import handle_failures, recover_ledger, return_healed, tend_generation
+from phased.core.scope import release_out_of_scope
 from phased.core.settings import Settings
 from phased.core.sizing import (
     phase_type,
@@ -128,6 +130,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     if not live(generation_pods(draft)):
         release_misfits(draft, type_key)
     handle_failures(draft, type_key)
+    release_out_of_scope(draft)
     release_cordoned(draft)
     tend_generation(draft)
     if draft.status.state not in TERMINAL:

@@ -17,11 +17,12 @@ Gang admission and fairness: a phase whose pool is being formed either reaches `
 in one pass — what it holds plus the free nodes not reserved for jobs ahead of it in line —
 and claims it all at once, or holds nothing (it gives back what it held for the phase). The
 line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
-ahead that waits for the type reserves the nodes it still needs. A job whose ``nodes.min``
-exceeds every node of each type it accepts in the cluster reserves nothing (it could never
-start, and must not block those that can); one that accepts several types waits for one the
-cluster has enough of (:func:`choose_type`). Spare refills of running jobs, and a started
-phase re-forming after a failure, never wait in line.
+ahead that waits for the type reserves the nodes it still needs (a CPU phase allowed GPU
+nodes also leaves the GPU nodes that GPU jobs ahead of it wait for: ``sizing._available``).
+A job whose ``nodes.min`` exceeds every node of each type it accepts in the cluster reserves
+nothing (it could never start, and must not block those that can); one that accepts several
+types waits for one the cluster has enough of (:func:`choose_type`). Spare refills of running
+jobs, and a started phase re-forming after a failure, never wait in line.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from phased.api.v1alpha1 import GPUType, Phase
 from phased.core import labels
 from phased.core.model import Claimant, NodeInfo
 from phased.core.ownership import marks
+from phased.core.selector import selects
 from phased.core.settings import Settings
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
@@ -245,12 +247,14 @@ def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> 
 def type_total(
     nodes: Iterable[NodeInfo], type_key: str, gpus_per_node: int, settings: Settings
 ) -> int:
-    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones excepted:
-    the most a phase of this type could ever be given as the cluster stands."""
+    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones and those
+    out of the operator's ``nodeSelector`` excepted: the most a phase of this type could
+    ever be given as the cluster stands."""
     return sum(
         1
         for n in nodes
         if n.labels.get(labels.LABEL_ROLE) != "quarantined"
+        and selects(settings.node_selector, n.labels)
         and matches(n, type_key, gpus_per_node, settings)
     )
 

@@ -74,6 +74,7 @@ from phased.core.model import (
 from phased.core.phases import ENDED, fail, generation_pods, latest_attempts, live, world_of
 from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
+from phased.core.selector import selects
 from phased.core.times import format_time, parse_time
 from phased.core.workers import Worker
 
@@ -663,7 +664,10 @@ def return_healed(draft: Draft, type_key: str) -> None:
             draft.later(left)
             continue
         short = len(draft.held(NodeRole.SPARE)) < draft.spec.spares.count
-        fits = has_type_labels(node, type_key, draft.settings)
+        # A node relabelled out of the operator's nodeSelector is not the operator's to use.
+        fits = has_type_labels(node, type_key, draft.settings) and selects(
+            draft.settings.node_selector, node.labels
+        )
         if short and fits and draft.status.state not in (JobState.SUCCEEDED, JobState.FAILED):
             draft.act(UnquarantineNode(node=node.name))
             draft.roles[node.name] = NodeRole.SPARE

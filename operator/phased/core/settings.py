@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from phased.api.durations import DURATION_PATTERN
 from phased.api.v1alpha1 import GPUType
+from phased.core.selector import parse_selector
 
 LABEL_VALUE_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
@@ -104,7 +105,9 @@ class Settings(_Model):
     node_relist_interval: str = Field(default="5m", pattern=DURATION_PATTERN)
     metrics_port: int = Field(default=8080, ge=1, le=65535)
     health_port: int = Field(default=8081, ge=1, le=65535)
-    # A label selector limiting which Nodes the operator watches (empty: all).
+    # A label selector limiting which Nodes the operator watches (empty: all). A node a job
+    # holds stays in sight whatever the selector (the operator also watches the nodes that
+    # carry its installation label); one relabelled out of it is given back cleanly.
     node_selector: str = ""
     reports: ReportSettings = Field(default_factory=ReportSettings)
     # This installation's name, written on every node it claims (phased.dev/installation):
@@ -117,6 +120,15 @@ class Settings(_Model):
     # How long guests on a node that became active may hold out against eviction (their
     # PodDisruptionBudget); after that they are deleted with their own grace period.
     guest_eviction_timeout: str = Field(default="60s", pattern=DURATION_PATTERN)
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector_parses(cls, value: str) -> str:
+        try:
+            parse_selector(value)
+        except ValueError as exc:
+            raise ValueError(f"not a label selector: {exc}") from exc
+        return value
 
     def gpu_resources(self) -> set[str]:
         return {g.resource for g in self.gpu_types.values()}

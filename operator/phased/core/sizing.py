@@ -107,6 +107,7 @@ from phased.core.pools import (
     unfit_now,
 )
 from phased.core.recovery import keep_troubled_out
+from phased.core.scope import in_scope
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.workers import Worker, service_manifest
 
@@ -129,7 +130,9 @@ def phase_type(draft: Draft) -> str:
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
-    """Nodes the job does not hold, on which no pod of others was seen and none of the job's
+    """Nodes the job does not hold, within the operator's ``nodeSelector`` (the operator
+    also sees nodes out of it that carry its marks, and one it read to learn whether a pool
+    node was deleted), on which no pod of others was seen and none of the job's
     ``gpuFaultConditions`` is True (claimed, such a node would fail at once, dated from its
     fault's own start, long before the job held it)."""
     faults = draft.spec.failure_policy.gpu_fault_conditions
@@ -138,6 +141,7 @@ def _unheld(draft: Draft) -> list[NodeInfo]:
         for n in draft.nodes.values()
         if n.name not in draft.roles
         and n.name not in draft.occupied
+        and in_scope(n, draft.settings)
         and not any((c := n.condition(kind)) is not None and c.status == "True" for kind in faults)
     ]
 
@@ -200,13 +204,36 @@ def _started(draft: Draft) -> bool:
 
 
 def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
-    """Free matching nodes this job may claim now, and how many are reserved for jobs ahead."""
+    """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
+
+    A CPU phase allowed GPU nodes (``cpu.allowGpuNodes``) may take the free GPU nodes too,
+    so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
+    type that the waiting jobs ahead want of it (the farthest from this job's pool), then,
+    among the rest, what the CPU jobs ahead want."""
     free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
     if _started(draft):
         return free, 0
-    reserved = reserved_ahead(_me(draft, type_key, 1), draft.snap.waiting, type_key)
-    keep = max(0, len(free) - reserved)
-    return nearest_first(free, _anchors(draft, free))[:keep], min(reserved, len(free))
+    me = _me(draft, type_key, 1)
+    ordered = nearest_first(free, _anchors(draft, free))
+    kept = _kept_for_gpu_jobs(draft, me, ordered) if type_key == CPU_TYPE else set()
+    rest = [n for n in ordered if n.name not in kept]
+    reserved = reserved_ahead(me, draft.snap.waiting, type_key)
+    keep = max(0, len(rest) - reserved)
+    return rest[:keep], len(kept) + min(reserved, len(rest))
+
+
+def _kept_for_gpu_jobs(draft: Draft, me: Claimant, ordered: list[NodeInfo]) -> set[str]:
+    """The free GPU nodes among a CPU phase's candidates (``ordered`` nearest first) that
+    GPU jobs ahead of it in line wait for: per GPU type, as many as they want of it, the
+    farthest from this job's pool first. None when CPU phases may not hold GPU nodes."""
+    if not draft.settings.cpu.allow_gpu_nodes:
+        return set()
+    kept: set[str] = set()
+    for gpu in draft.settings.gpu_types:
+        wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
+        of_type = [n for n in ordered if has_type_labels(n, gpu.value, draft.settings)]
+        kept.update(n.name for n in of_type[len(of_type) - min(wanted, len(of_type)) :])
+    return kept
 
 
 def _anchors(draft: Draft, free: list[NodeInfo]) -> Sequence[NodeInfo]:
@@ -575,7 +602,12 @@ def retaint_spares(draft: Draft) -> None:
     """Held spares carry the taint ``spares.whileIdle`` asks for now: the spare taint when
     Preemptible (others may borrow them), the pool taint when Reserved. An edit of the policy
     reaches the spares already held, not only those claimed later (the role written again
-    writes the taint; a spare returned from quarantine is given its taint the same way)."""
+    writes the taint; a spare returned from quarantine is given its taint the same way).
+
+    ``SpareTaintsChanged`` is said once per edit: by the first pass to reach the spares under
+    the edited spec (:func:`_first_at_the_spares`). A later pass that still sees the old
+    taint (the node watch has not delivered the write yet) writes the role again, which
+    changes nothing on the node, and says nothing."""
     borrowable = draft.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
     touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
     moved: list[str] = []
@@ -586,7 +618,7 @@ def retaint_spares(draft: Draft) -> None:
         if (TAINT_SPARE in keys, TAINT_POOL in keys) != (borrowable, not borrowable):
             _set_role(draft, node, NodeRole.SPARE)
             moved.append(node.name)
-    if moved:
+    if moved and _first_at_the_spares(draft):
         draft.event(
             NORMAL,
             "SpareTaintsChanged",
@@ -598,3 +630,12 @@ def retaint_spares(draft: Draft) -> None:
                 else "carry the pool taint, which keeps every other workload off"
             ),
         )
+
+
+def _first_at_the_spares(draft: Draft) -> bool:
+    """This pass is the first to reach the held spares under the spec as it is: the status
+    it starts from — what the cluster says, so an operator restarted meanwhile judges the
+    same — was written by a pass that decided an older generation (the spec was edited
+    since), or by one the breaker stopped before the spares (it held failures)."""
+    status = draft.snap.status
+    return status.observed_generation != draft.snap.job.generation or bool(status.breaker.held)

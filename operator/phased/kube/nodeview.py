@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from phased.core.model import NodeInfo
+from phased.core.selector import selects
 from phased.kube.convert import node_from_raw
 
 
@@ -157,6 +158,104 @@ class NodeView:
 
     def names(self) -> frozenset[str]:
         return frozenset(self._nodes)
+
+
+class NodeViews:
+    """What the operator sees of the Nodes: one :class:`NodeView` per Node watch, read as one.
+
+    The first watch is the settings' ``nodeSelector``'s (every Node when it is empty); when
+    a selector is set, a second one watches the Nodes carrying this installation's label
+    (:func:`phased.kube.nodewatch.watched_selectors`), so a node the operator marked stays
+    in sight whatever the selector: one a person relabelled out of it is still seen, and
+    given back (:mod:`phased.core.scope`), never taken for a deleted node. A node is seen
+    while any view holds it; of two copies, the one at the later resourceVersion is read.
+    Each view follows its own watch and lists exactly as a lone view does, so a node leaving
+    one selection (a ``DELETED`` on that watch) stays while the other still holds it, and a
+    deleted node goes once every watch that held it has said so.
+    """
+
+    def __init__(self, selectors: Iterable[str] = ("",)) -> None:
+        self.selectors = tuple(selectors) or ("",)
+        self.views = tuple(NodeView() for _ in self.selectors)
+
+    @property
+    def synced(self) -> bool:
+        return all(view.synced for view in self.views)
+
+    @property
+    def last_event_at(self) -> float:
+        return max(view.last_event_at for view in self.views)
+
+    @property
+    def relist_corrections(self) -> int:
+        return sum(view.relist_corrections for view in self.views)
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def get(self, name: str) -> NodeInfo | None:
+        return _latest(view.get(name) for view in self.views)
+
+    def all(self) -> tuple[NodeInfo, ...]:
+        first, *others = self.views
+        if not others:
+            return first.all()
+        seen = {node.name: node for node in first.all()}
+        for view in others:
+            for node in view.all():
+                held = seen.get(node.name)
+                if held is None or _newer(node.resource_version, held.resource_version):
+                    seen[node.name] = node
+        return tuple(seen.values())
+
+    def names(self) -> frozenset[str]:
+        first, *others = self.views
+        return first.names().union(*(view.names() for view in others))
+
+    def apply_event(
+        self, event_type: str | None, raw: dict[str, Any], source: int = 0
+    ) -> tuple[NodeInfo | None, NodeInfo | None]:
+        """One event of watch ``source``; (before, after) of the node as seen, all views
+        together (a node leaving one selection that another still holds has not gone)."""
+        name = str((raw.get("metadata") or {}).get("name", ""))
+        before = self.get(name) if name else None
+        self.views[source].apply_event(event_type, raw)
+        return before, self.get(name) if name else None
+
+    def replace_converted(
+        self, entries: Iterable[Listed], list_version: str = "", source: int = 0
+    ) -> set[str]:
+        """A full list of watch ``source``'s selection (:meth:`NodeView.replace_converted`)."""
+        return self.views[source].replace_converted(entries, list_version)
+
+    def replace_all(
+        self, raws: Iterable[dict[str, Any]], list_version: str = "", source: int = 0
+    ) -> set[str]:
+        return self.views[source].replace_all(raws, list_version)
+
+    def refresh(self, name: str, raw: dict[str, Any] | None) -> None:
+        """One node as just read from the API (``None``: it is gone): into each view whose
+        selector selects it, out of each that does not (its watch says the same soon),
+        never replacing a later version a view already holds."""
+        labels = ((raw or {}).get("metadata") or {}).get("labels") or {}
+        for selector, view in zip(self.selectors, self.views, strict=True):
+            if raw is not None and isinstance(labels, dict) and selects(selector, labels):
+                view.refresh(name, raw)
+                continue
+            held = view.get(name)
+            fresh = str(((raw or {}).get("metadata") or {}).get("resourceVersion", ""))
+            if held is not None and not (raw is not None and _newer(held.resource_version, fresh)):
+                view.refresh(name, None)
+
+
+def _latest(nodes: Iterable[NodeInfo | None]) -> NodeInfo | None:
+    found: NodeInfo | None = None
+    for node in nodes:
+        if node is not None and (
+            found is None or _newer(node.resource_version, found.resource_version)
+        ):
+            found = node
+    return found
 
 
 class Listed(NamedTuple):

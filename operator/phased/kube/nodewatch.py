@@ -19,6 +19,15 @@ on to the reconciler (``on_event``, converted there).
 
 A node deleted while no watch was running sends no event: the periodic relist
 (``nodeRelistInterval``) still catches it, independently of this watch.
+
+With a ``nodeSelector`` the operator runs two such watches (:func:`watched_selectors`,
+:class:`NodeWatches`): the selector's, and one of the Nodes carrying this installation's
+``phased.dev/installation`` label, whatever the selector. A label selector cannot say "this
+or that", and a node the operator marked must never leave its sight: relabelled out of the
+selector, a held node would otherwise be gone from the view — taken for a deleted node, its
+marks kept for ever (orphan release reads the view). Each watch feeds its own view
+(:class:`~phased.kube.nodeview.NodeViews`). The second selection is small: the nodes jobs
+hold, and quarantined ones.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import Any
 from kubernetes.aio.client.exceptions import ApiException
 from kubernetes.aio.watch import Watch
 
+from phased.core import labels
 from phased.kube.client import JSON, KubeClient, KubeError
 from phased.kube.nodes import NODES, list_nodes
 from phased.kube.nodeview import Listed, NodeView
@@ -42,6 +52,15 @@ logger = logging.getLogger(__name__)
 OnList = Callable[[list[Listed], str], None]  # the nodes converted, the list's resourceVersion
 OnEvent = Callable[[str | None, JSON], None]
 OnAlive = Callable[[], None]
+
+
+def watched_selectors(node_selector: str, installation: str) -> tuple[str, ...]:
+    """The label selectors the operator lists and watches Nodes with: ``node_selector``
+    (empty: every Node, and nothing more is needed), then, when it is set, the nodes that
+    carry this installation's label (the marks a claim writes), whatever the selector."""
+    if not node_selector or not installation:
+        return (node_selector,)
+    return node_selector, f"{labels.LABEL_INSTALLATION}={installation}"
 
 
 class _RawWatch(Watch):
@@ -197,3 +216,46 @@ class NodeWatch:
             self.heartbeats += 1
             return
         self._on_event(kind, raw)
+
+
+class NodeWatches:
+    """Several :class:`NodeWatch`, one per selector, started and stopped together.
+
+    :meth:`start` lists through each in turn (every view is synced when it returns: the
+    "synced" gate), then each watches in the background. A start that fails stops the
+    watches it started before raising."""
+
+    def __init__(self, watches: list[NodeWatch]) -> None:
+        self.watches = tuple(watches)
+
+    async def start(self) -> None:
+        try:
+            for watch in self.watches:
+                await watch.start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        for watch in self.watches:
+            await watch.stop()
+
+    async def relist(self) -> None:
+        for watch in self.watches:
+            await watch.relist()
+
+    @property
+    def lists(self) -> int:
+        return sum(w.lists for w in self.watches)
+
+    @property
+    def events(self) -> int:
+        return sum(w.events for w in self.watches)
+
+    @property
+    def heartbeats(self) -> int:
+        return sum(w.heartbeats for w in self.watches)
+
+    @property
+    def bookmarks(self) -> int:
+        return sum(w.bookmarks for w in self.watches)
