@@ -71,6 +71,10 @@ def operator_on(
     the pods reach it at the host's address on the nodes' bridge."""
     settings = yaml.safe_load(TEST_SETTINGS.read_text())
     settings["nodeSelector"] = lib.REAL_NODE_LABEL
+    # An installation of its own, as any two operators that split a cluster's nodes need:
+    # each keeps in sight every node marked with its installation's name, whatever the
+    # selector, and the suite's other operator must not take the real nodes' marks for its.
+    settings["installation"] = "real-nodes"
     path = work / "settings.yaml"
     path.write_text(yaml.safe_dump(settings))
     key = work / "report-key"
