@@ -34,6 +34,7 @@ from phased.core.occupancy import blocking
 from phased.core.ownership import holds
 from phased.core.podlabels import trusted
 from phased.core.settings import Settings
+from phased.core.tolerations import Toleration, of_pod_spec
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -111,6 +112,12 @@ class Draft:
     @property
     def phase(self) -> Phase:
         return self.spec.phases[self.index]
+
+    @property
+    def tolerations(self) -> tuple[Toleration, ...]:
+        """The tolerations of the phase's workers, as its templates set them: which taints
+        a node may carry and still take one (:mod:`phased.core.tolerations`)."""
+        return of_pod_spec(self.spec.worker_pod(self.phase).spec)
 
     @property
     def record(self) -> PhaseRecord:

@@ -52,6 +52,7 @@ from phased.api.v1alpha1 import FailurePolicy, FailureReason, FailureRecord, Nod
 from phased.core.model import NodeInfo
 from phased.core.pools import nearest_first
 from phased.core.times import format_time, parse_time, shifted
+from phased.core.tolerations import Toleration, foreign_blocking
 
 
 @dataclass(frozen=True)
@@ -302,11 +303,19 @@ def judge_breaker(
 
 
 def choose_spare(
-    lost: NodeInfo | None, spares: Sequence[NodeInfo], actives: Sequence[NodeInfo]
+    lost: NodeInfo | None,
+    spares: Sequence[NodeInfo],
+    actives: Sequence[NodeInfo],
+    tolerations: Sequence[Toleration],
 ) -> NodeInfo | None:
     """The Ready spare nearest the lost node (rack, block, zone, any; ties by name). A spare
-    a person cordoned is never chosen: its worker could not be placed there."""
-    ready = [s for s in spares if s.ready and not s.unschedulable]
+    a person cordoned, or tainted with a taint the workers (whose pod spec has
+    ``tolerations``) do not tolerate, is never chosen: its worker could not be placed there."""
+    ready = [
+        s
+        for s in spares
+        if s.ready and not s.unschedulable and not foreign_blocking(s, tolerations)
+    ]
     anchors = [lost] if lost is not None else list(actives)
     ordered = nearest_first(ready, anchors)
     return ordered[0] if ordered else None

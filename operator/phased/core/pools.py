@@ -2,8 +2,9 @@
 
 Ownership lives on the Nodes (see :mod:`phased.core.ownership`). A node is **free** when it
 carries no Phased mark at all (no ``phased.dev/`` ownership label, annotation or taint,
-whoever wrote it), is schedulable and Ready, and has no NoSchedule or NoExecute taint; and
-it is claimable when also no pod of others runs on it (:mod:`phased.core.occupancy`). A free
+whoever wrote it), is schedulable and Ready, and has no NoSchedule or NoExecute taint the
+phase's workers do not tolerate (:mod:`phased.core.tolerations`); and it is claimable when
+also no pod of others runs on it (:mod:`phased.core.occupancy`). A free
 node **matches** a phase when it carries every label of the phase's GPU type (from the
 settings) and allocates at least ``gpusPerNode`` of the type's resource; a CPU phase wants a
 **CPU node**: one carrying the ``cpu.node_labels`` that is not a GPU node (capacity of a
@@ -38,9 +39,9 @@ from phased.core.model import Claimant, NodeInfo
 from phased.core.ownership import marks
 from phased.core.selector import selects
 from phased.core.settings import Settings
+from phased.core.tolerations import Toleration, untolerated
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
-_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _FAR = 3  # topology distance between nodes with nothing in common
 
 
@@ -57,19 +58,20 @@ def gpu_resource(type_key: str, settings: Settings) -> str | None:
     return conf.resource if conf is not None else None
 
 
-def is_free(node: NodeInfo) -> bool:
+def is_free(node: NodeInfo, tolerations: Sequence[Toleration]) -> bool:
     """No Phased mark, whoever wrote it, and it could take a worker now."""
-    return not marks(node) and unfit_now(node) is None
+    return not marks(node) and unfit_now(node, tolerations) is None
 
 
-def unfit_now(node: NodeInfo) -> str | None:
-    """Why ``node`` could not take a worker now, for people: ``Cordoned``, ``NotReady``, or
-    ``Tainted: key:effect`` (a NoSchedule or NoExecute taint); ``None`` if it could."""
+def unfit_now(node: NodeInfo, tolerations: Sequence[Toleration]) -> str | None:
+    """Why ``node`` could not take a worker (whose pod spec has ``tolerations``) now, for
+    people: ``Cordoned``, ``NotReady``, or ``Tainted: key:effect`` (a NoSchedule or
+    NoExecute taint the worker does not tolerate); ``None`` if it could."""
     if node.unschedulable:
         return "Cordoned"
     if not node.ready:
         return "NotReady"
-    taints = [f"{t.key}:{t.effect}" for t in node.taints if t.effect in _BLOCKING_EFFECTS]
+    taints = [f"{t.key}:{t.effect}" for t in untolerated(node, tolerations)]
     return f"Tainted: {', '.join(taints)}" if taints else None
 
 
@@ -131,10 +133,18 @@ def matches(node: NodeInfo, type_key: str, gpus_per_node: int, settings: Setting
 
 
 def free_matching(
-    nodes: Iterable[NodeInfo], type_key: str, gpus_per_node: int, settings: Settings
+    nodes: Iterable[NodeInfo],
+    type_key: str,
+    gpus_per_node: int,
+    settings: Settings,
+    tolerations: Sequence[Toleration],
 ) -> list[NodeInfo]:
     return sorted(
-        (n for n in nodes if is_free(n) and matches(n, type_key, gpus_per_node, settings)),
+        (
+            n
+            for n in nodes
+            if is_free(n, tolerations) and matches(n, type_key, gpus_per_node, settings)
+        ),
         key=lambda n: n.name,
     )
 

@@ -344,7 +344,7 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
     ]
     for node in sorted(troubled, key=lambda n: n.name):
         healthy = [s for s in draft.held(NodeRole.SPARE) if s.name not in draft.suspect_nodes]
-        spare = choose_spare(node, healthy, [])
+        spare = choose_spare(node, healthy, [], draft.tolerations)
         if spare is None:
             return
         for held, role in ((node, NodeRole.SPARE), (spare, NodeRole.ACTIVE)):
@@ -401,7 +401,9 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
     deficit = world - len(draft.held(NodeRole.ACTIVE)) - _held_places(draft)
     for i in range(max(0, deficit)):
         anchor = draft.nodes.get(lost_nodes[i]) if i < len(lost_nodes) else None
-        spare = choose_spare(anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))
+        spare = choose_spare(
+            anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE), draft.tolerations
+        )
         if spare is None:
             return deficit - i
         lost = lost_nodes[i] if i < len(lost_nodes) else None

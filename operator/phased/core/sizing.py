@@ -109,6 +109,7 @@ from phased.core.pools import (
 from phased.core.recovery import keep_troubled_out
 from phased.core.scope import in_scope
 from phased.core.times import format_time, parse_time, seconds_between
+from phased.core.tolerations import foreign_blocking
 from phased.core.workers import Worker, service_manifest
 
 
@@ -167,7 +168,9 @@ def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
         owner = ownership(node, draft.settings.installation)
         if owner.kind == Kind.LEFT_ALONE and owner.reason in _SURFACED:
             found.append((name, str(owner.reason)))
-        elif owner.kind == Kind.UNMARKED and (why := unfit_now(node)) is not None:
+        elif (
+            owner.kind == Kind.UNMARKED and (why := unfit_now(node, draft.tolerations)) is not None
+        ):
             found.append((name, why))
     return found
 
@@ -210,7 +213,9 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
     type that the waiting jobs ahead want of it (the farthest from this job's pool), then,
     among the rest, what the CPU jobs ahead want."""
-    free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
+    free = free_matching(
+        _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
+    )
     if _started(draft):
         return free, 0
     me = _me(draft, type_key, 1)
@@ -283,11 +288,15 @@ def _running_on(draft: Draft) -> set[str]:
 
 
 def release_cordoned(draft: Draft) -> None:
-    """Give back the held nodes a person cordoned on which no worker of the job runs.
+    """Give back the held nodes a person cordoned, or tainted with a NoSchedule or NoExecute
+    taint the workers do not tolerate, on which no worker of the job runs.
 
     Phased cordons only the nodes it quarantines; a cordon on an active or spare node is a
     person's (``kubectl cordon``, ``kubectl drain``): no new pod may go there, so such a
-    node could never take a worker. Once none of the job's workers runs on it (a cordon
+    node could never take a worker. So is a taint someone else put there for good (a
+    maintenance taint; not one the node controllers derive from its health, which failure
+    handling judges: :func:`phased.core.tolerations.foreign_blocking`); a NoExecute one also
+    evicts the worker that ran there. Once none of the job's workers runs on it (a cordon
     alone stops nothing that runs; a drain evicts it; a worker that failed there is first
     answered as a worker failure, by the next generation) it leaves the pool, still cordoned,
     and the pool is made whole from spares and free nodes as after any loss. A node in
@@ -301,18 +310,28 @@ def release_cordoned(draft: Draft) -> None:
     # running there keeps the node.
     bound = {p.node_name for p in latest_attempts(live(generation_pods(draft)))}
     bound |= _running_on(draft)
+    tolerations = draft.tolerations
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
-        if not node.unschedulable or not node.ready or node.name in draft.suspect_nodes:
+        if not node.ready or node.name in draft.suspect_nodes or node.name in bound:
             continue
-        if node.name in bound:
-            continue
-        _release(draft, node)
-        draft.event(
-            NORMAL,
-            "CordonedNodeReleased",
-            f"node {node.name} was cordoned, not by Phased, and runs no worker of the job: "
-            "released from the pool (it stays cordoned; uncordoned, it is free again)",
-        )
+        if node.unschedulable:
+            _release(draft, node)
+            draft.event(
+                NORMAL,
+                "CordonedNodeReleased",
+                f"node {node.name} was cordoned, not by Phased, and runs no worker of the job: "
+                "released from the pool (it stays cordoned; uncordoned, it is free again)",
+            )
+        elif taints := foreign_blocking(node, tolerations):
+            _release(draft, node)
+            named = ", ".join(f"{t.key}:{t.effect}" for t in taints)
+            draft.event(
+                NORMAL,
+                "TaintedNodeReleased",
+                f"node {node.name} carries {named}, not put there by Phased and not tolerated "
+                "by the workers, and runs no worker of the job: released from the pool (the "
+                "taint stays; once it is gone, the node is free again)",
+            )
 
 
 def form_pool(draft: Draft, type_key: str) -> None:
@@ -455,7 +474,9 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     short = wanted - len(draft.held(NodeRole.SPARE))
     free: list[NodeInfo] = []
     if short > 0:
-        free = free_matching(_unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings)
+        free = free_matching(
+            _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
+        )
     # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
     # failures, or for a finishing generation's boundary): it sorts actives from spares, and
     # the spares are kept for it meanwhile.

@@ -1,0 +1,65 @@
+"""Which of a node's taints the job's workers tolerate, as the scheduler judges it.
+
+GPU nodes are often tainted so that only pods asking for them land there (a managed
+cluster's GPU pools come with ``nvidia.com/gpu=present:NoSchedule``; many fleets add their
+own), and the workers carry the matching toleration in their template. A node whose
+NoSchedule and NoExecute taints are all tolerated by the phase's workers can take a worker;
+one with a taint they do not tolerate cannot (the scheduler would leave the worker Pending).
+A toleration of a NoExecute taint bounded by ``tolerationSeconds`` does not count: the
+worker would be evicted once it runs out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from phased.core import labels
+from phased.core.model import NodeInfo, Taint
+
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# Taints the node controllers derive from conditions (not-ready, unreachable, pressure,
+# unschedulable for a cordon): they come and go with the node's health, which failure
+# handling judges, and are no one's decision about the node.
+CONDITION_TAINTS = "node.kubernetes.io/"
+
+Toleration = Mapping[str, Any]
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """``toleration`` (a pod spec's, as written) tolerates ``taint`` for good."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    if taint.effect == "NoExecute" and toleration.get("tolerationSeconds") is not None:
+        return False
+    key = toleration.get("key") or ""
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return not key or key == taint.key
+    return key == taint.key and (toleration.get("value") or "") == taint.value
+
+
+def untolerated(node: NodeInfo, tolerations: Sequence[Toleration]) -> list[Taint]:
+    """The node's NoSchedule and NoExecute taints that none of ``tolerations`` tolerates."""
+    return [
+        t
+        for t in node.taints
+        if t.effect in BLOCKING_EFFECTS and not any(tolerates(tol, t) for tol in tolerations)
+    ]
+
+
+def foreign_blocking(node: NodeInfo, tolerations: Sequence[Toleration]) -> list[Taint]:
+    """The untolerated taints of a node the job holds that someone else put there for good:
+    not Phased's own (the workers tolerate the pool and spare taints), not one the node
+    controllers derive from its health or a cordon (``node.kubernetes.io/``)."""
+    return [
+        t
+        for t in untolerated(node, tolerations)
+        if not t.key.startswith((CONDITION_TAINTS, labels.PREFIX))
+    ]
+
+
+def of_pod_spec(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    """The tolerations of a pod spec (the phase's template merged over the job's)."""
+    found: Iterable[Any] = spec.get("tolerations") or ()
+    return tuple(t for t in found if isinstance(t, Mapping))
