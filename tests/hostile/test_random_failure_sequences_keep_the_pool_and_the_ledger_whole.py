@@ -19,6 +19,10 @@ completing; time passing; a person's proceed. After every pass:
 Once every node is healthy again (and a person has said proceed to a breaker that still
 holds), the job makes progress: it runs a whole generation, has finished, or waits with
 ``CapacityShort`` saying why.
+
+And one node flapping — NotReady for a moment, seen by a pass or not, its worker dying with
+it, Ready again — at any pace within ``failurePolicy.flapping.window`` restarts the gang at
+most ``flapping.troubles`` times: then it has failed as ``NodeFlapping`` and is out.
 """
 
 from __future__ import annotations
@@ -270,3 +274,38 @@ def test_random_failure_sequences_keep_the_pool_and_the_ledger_whole(
         if cluster.finished:
             return
     _progress(cluster)
+
+
+flaps = st.lists(
+    st.tuples(st.sampled_from([1, 5, 30, 600, 3600]), st.booleans()), min_size=1, max_size=12
+)
+
+
+@BOUNDED
+@given(job=jobs, pick=st.integers(0, 40), happenings=flaps)
+def test_one_flapping_node_restarts_the_gang_a_bounded_number_of_times(
+    job: dict[str, Any], pick: int, happenings: list[tuple[int, bool]]
+) -> None:
+    cluster = _cluster(job)
+    for _ in range(4):
+        _pass(cluster)
+    actives = sorted(n for n, r in _mine(cluster).items() if r == NodeRole.ACTIVE)
+    flappy = actives[pick % len(actives)]
+    before = cluster.status.restarts
+    for wait, seen in happenings:  # 12 h at most: all within the default 24 h window
+        cluster.advance(wait)
+        if _mine(cluster).get(flappy) != NodeRole.ACTIVE:
+            continue
+        cluster.nodes[flappy] = with_ready(cluster.nodes[flappy], False, cluster.now)
+        if seen:
+            _pass(cluster)
+        cluster.advance(2)
+        cluster.nodes[flappy] = with_ready(cluster.nodes[flappy], True, cluster.now)
+        for pod in list(cluster.pods.values()):
+            if pod.node_name == flappy and pod.phase == PodPhase.RUNNING:
+                cluster.pods[pod.name] = replace(pod, phase=PodPhase.FAILED, exit_code=137)
+        for _ in range(3):
+            _pass(cluster)
+    troubles = cluster.the_spec.failure_policy.flapping.troubles
+    assert cluster.status.restarts - before <= troubles, cluster.status.troubles
+    assert cluster.status.state != JobState.FAILED, cluster.status.message

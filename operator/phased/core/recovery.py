@@ -26,13 +26,15 @@ A quarantined node that heals: with ``nodeReturn: Quarantine`` it stays until a 
 releases it (remove the ``phased.dev/*`` labels, taints and the quarantine annotation, and
 uncordon it). With ``ReturnToSpares`` it must stay healthy for ``healthyBeforeReturn``,
 counted from its latest Ready or GPU-condition transition (a flapping node never gets
-there); then it rejoins the spares if they are short, or is released. A returned node that
+there), and no longer count as flapping (:mod:`phased.core.flapping`: its troubles within
+``flapping.window`` fewer than ``flapping.troubles``); then it rejoins the spares if they
+are short, or is released. A returned node that
 fails again opens a new ledger entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -48,12 +50,13 @@ from phased.api.v1alpha1 import (
     RestartScope,
     Suspect,
 )
-from phased.core import checkpoints, labels
+from phased.core import checkpoints, flapping, labels
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.failure import (
     BreakerMove,
     BreakerVerdict,
+    Detection,
     Failure,
     choose_spare,
     detect,
@@ -165,10 +168,12 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         [*draft.status.suspects, *_held_as_suspects(draft)],
         draft.now,
     )
-    draft.set(suspects=list(found.suspects))
-    draft.suspect_nodes = {s.node for s in found.suspects}
+    flaps = _flapping(draft, held, found)
+    flapped = {f.node for f in flaps}
+    draft.set(suspects=[s for s in found.suspects if s.node not in flapped])
+    draft.suspect_nodes = {s.node for s in found.suspects} - flapped
     draft.later(found.wake_in)
-    failures = _keep_held_times(draft, found.failures)
+    failures = _keep_held_times(draft, [*found.failures, *flaps])
     state = draft.status.breaker
     tripped = draft.is_true(ConditionType.MASS_FAILURE)
     verdict = judge_breaker(
@@ -219,6 +224,28 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
+
+
+def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> list[Failure]:
+    """Remember the troubles that began on the job's nodes (``status.troubles``) and fail
+    the held nodes whose troubles began too often within the window (:mod:`.flapping`)."""
+    before = draft.snap.status
+    history = flapping.remember(
+        before.troubles,
+        troubled=found.troubled,
+        troubled_before={s.node for s in before.suspects} | {h.node for h in before.breaker.held},
+        pool_before={*before.pool.active, *before.pool.spares},
+        written=parse_time(before.accounting.accounted_at),
+        nodes=draft.nodes,
+        roles=draft.roles,
+        policy=draft.spec.failure_policy,
+        now=draft.now,
+    )
+    draft.set(troubles=history)
+    failed = {f.node for f in found.failures}
+    return flapping.failures(
+        history, held, draft.nodes, failed, draft.spec.failure_policy, draft.now
+    )
 
 
 def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
@@ -661,6 +688,10 @@ def return_healed(draft: Draft, type_key: str) -> None:
         left = steady - (draft.now - since).total_seconds()
         if left > 0:
             draft.later(left)
+            continue
+        flaps = flapping.quiet_in(draft.status.troubles, node.name, policy, draft.now)
+        if flaps is not None:  # healthy for now, but it flapped: not trusted before it ages out
+            draft.later(flaps)
             continue
         short = len(draft.held(NodeRole.SPARE)) < draft.spec.spares.count
         fits = has_type_labels(node, type_key, draft.settings)
