@@ -14,7 +14,9 @@ completing; time passing; a person's proceed. After every pass:
   and no node it holds is given back;
 * only the job's own nodes are quarantined, given roles or released, and only free ones are
   claimed (the simulator refuses the rest);
-* the restart counts never go down, and a finished job's breaker holds nothing.
+* the restart counts never go down, and a finished job's breaker holds nothing;
+* the interruption charged never goes down, never exceeds the time the job has run (no
+  interval is counted twice) and keeps a bounded list of stops.
 
 Once every node is healthy again (and a person has said proceed to a breaker that still
 holds), the job makes progress: it runs a whole generation, has finished, or waits with
@@ -36,6 +38,7 @@ from hypothesis import strategies as st
 
 from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
 from phased.core import labels
+from phased.core.interruptions import MAX_STOPS
 from phased.core.model import (
     ClaimNode,
     CreatePod,
@@ -50,7 +53,7 @@ from phased.core.model import (
     UnquarantineNode,
 )
 from phased.core.quarantine import decode_quarantine
-from phased.core.times import format_time
+from phased.core.times import format_time, parse_time
 from tests.core.builders import Cluster, node, phase, spec, with_ready
 
 BOUNDED = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -231,6 +234,13 @@ def _check(cluster: Cluster, before: TrainingJobStatus, plan: Plan) -> None:
             assert not (isinstance(action, ReleaseNode) and action.node in held), action
 
     assert status.restarts >= before.restarts
+    # Interruptions are charged as they go (no reports here: nothing closes in the past), and
+    # never twice: never more than the time the job has run.
+    spent, started = status.interruption, parse_time(status.start_time)
+    assert spent.used_seconds >= before.interruption.used_seconds - 1e-3
+    assert started is not None
+    assert spent.used_seconds <= (cluster.now - started).total_seconds() + 1e-3
+    assert len(spent.stops) <= MAX_STOPS
     assert status.worker_restarts >= before.worker_restarts
     assert status.worker_restarts <= status.restarts
     if status.state in (JobState.SUCCEEDED, JobState.FAILED):

@@ -694,6 +694,17 @@ class TroubleStart(_Status):
     since: str  # when it began (for a trouble no pass saw: when the node was Ready again)
 
 
+class Stop(_Status):
+    """An interruption no ledger entry records: a restart of the workers, or the breaker
+    holding active nodes, from when training stopped to when it resumed."""
+
+    phase: str = ""
+    generation: int = 0  # the restart generation it interrupted
+    since: str
+    resumed: str | None = None
+    cause: str = ""
+
+
 class Pool(_Status):
     active: list[str] = Field(default_factory=list)
     spares: list[str] = Field(default_factory=list)
@@ -705,6 +716,10 @@ class Interruption(_Status):
     budget_seconds: float = 7200.0
     used: str = "0s"  # the same, for people and printer columns
     open_since: str | None = None  # the start of an interruption still going on
+    # Interruptions no ledger entry records (the latest MAX_STOPS), and the seconds of older
+    # ones that were folded away.
+    stops: list[Stop] = Field(default_factory=list)
+    folded_seconds: float = 0.0
 
 
 class Utilization(_Status):
