@@ -687,6 +687,18 @@ INVALID_CASES: list[InvalidCase] = [
         "to 100",
     ),
     InvalidCase(
+        "one trouble is a blip, never flapping",
+        job(_set("spec.failurePolicy", {"flapping": {"troubles": 1}})),
+        "spec.failurePolicy.flapping.troubles: Input should be greater than or equal to 2",
+        "spec.failurePolicy.flapping.troubles in body should be greater than or equal to 2",
+    ),
+    InvalidCase(
+        "flap detection remembers at most ten troubles a node",
+        job(_set("spec.failurePolicy", {"flapping": {"troubles": 11}})),
+        "spec.failurePolicy.flapping.troubles: Input should be less than or equal to 10",
+        "spec.failurePolicy.flapping.troubles in body should be less than or equal to 10",
+    ),
+    InvalidCase(
         "a returning node is quarantined or returned to the spares",
         job(_set("spec.failurePolicy", {"nodeReturn": "Release"})),
         "spec.failurePolicy.nodeReturn: Input should be 'Quarantine' or 'ReturnToSpares'",
@@ -787,6 +799,7 @@ VALID_CASES: list[ValidCase] = [
                     "restartBudget": 0,
                     "nodeReturn": "ReturnToSpares",
                     "massFailure": {"maxFailedPercent": 100, "window": "1m"},
+                    "flapping": {"troubles": 10, "window": "0s"},
                     "gpuFaultConditions": [],
                     "survivorGracePeriod": "1h",
                 },

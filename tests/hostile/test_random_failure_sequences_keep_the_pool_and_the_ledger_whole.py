@@ -14,11 +14,17 @@ completing; time passing; a person's proceed. After every pass:
   and no node it holds is given back;
 * only the job's own nodes are quarantined, given roles or released, and only free ones are
   claimed (the simulator refuses the rest);
-* the restart counts never go down, and a finished job's breaker holds nothing.
+* the restart counts never go down, and a finished job's breaker holds nothing;
+* the interruption charged never goes down, never exceeds the time the job has run (no
+  interval is counted twice) and keeps a bounded list of stops.
 
 Once every node is healthy again (and a person has said proceed to a breaker that still
 holds), the job makes progress: it runs a whole generation, has finished, or waits with
 ``CapacityShort`` saying why.
+
+And one node flapping — NotReady for a moment, seen by a pass or not, its worker dying with
+it, Ready again — at any pace within ``failurePolicy.flapping.window`` restarts the gang at
+most ``flapping.troubles`` times: then it has failed as ``NodeFlapping`` and is out.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from hypothesis import strategies as st
 
 from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
 from phased.core import labels
+from phased.core.interruptions import MAX_STOPS
 from phased.core.model import (
     ClaimNode,
     CreatePod,
@@ -46,7 +53,7 @@ from phased.core.model import (
     UnquarantineNode,
 )
 from phased.core.quarantine import decode_quarantine
-from phased.core.times import format_time
+from phased.core.times import format_time, parse_time
 from tests.core.builders import Cluster, node, phase, spec, with_ready
 
 BOUNDED = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -227,6 +234,13 @@ def _check(cluster: Cluster, before: TrainingJobStatus, plan: Plan) -> None:
             assert not (isinstance(action, ReleaseNode) and action.node in held), action
 
     assert status.restarts >= before.restarts
+    # Interruptions are charged as they go (no reports here: nothing closes in the past), and
+    # never twice: never more than the time the job has run.
+    spent, started = status.interruption, parse_time(status.start_time)
+    assert spent.used_seconds >= before.interruption.used_seconds - 1e-3
+    assert started is not None
+    assert spent.used_seconds <= (cluster.now - started).total_seconds() + 1e-3
+    assert len(spent.stops) <= MAX_STOPS
     assert status.worker_restarts >= before.worker_restarts
     assert status.worker_restarts <= status.restarts
     if status.state in (JobState.SUCCEEDED, JobState.FAILED):
@@ -270,3 +284,38 @@ def test_random_failure_sequences_keep_the_pool_and_the_ledger_whole(
         if cluster.finished:
             return
     _progress(cluster)
+
+
+flaps = st.lists(
+    st.tuples(st.sampled_from([1, 5, 30, 600, 3600]), st.booleans()), min_size=1, max_size=12
+)
+
+
+@BOUNDED
+@given(job=jobs, pick=st.integers(0, 40), happenings=flaps)
+def test_one_flapping_node_restarts_the_gang_a_bounded_number_of_times(
+    job: dict[str, Any], pick: int, happenings: list[tuple[int, bool]]
+) -> None:
+    cluster = _cluster(job)
+    for _ in range(4):
+        _pass(cluster)
+    actives = sorted(n for n, r in _mine(cluster).items() if r == NodeRole.ACTIVE)
+    flappy = actives[pick % len(actives)]
+    before = cluster.status.restarts
+    for wait, seen in happenings:  # 12 h at most: all within the default 24 h window
+        cluster.advance(wait)
+        if _mine(cluster).get(flappy) != NodeRole.ACTIVE:
+            continue
+        cluster.nodes[flappy] = with_ready(cluster.nodes[flappy], False, cluster.now)
+        if seen:
+            _pass(cluster)
+        cluster.advance(2)
+        cluster.nodes[flappy] = with_ready(cluster.nodes[flappy], True, cluster.now)
+        for pod in list(cluster.pods.values()):
+            if pod.node_name == flappy and pod.phase == PodPhase.RUNNING:
+                cluster.pods[pod.name] = replace(pod, phase=PodPhase.FAILED, exit_code=137)
+        for _ in range(3):
+            _pass(cluster)
+    troubles = cluster.the_spec.failure_policy.flapping.troubles
+    assert cluster.status.restarts - before <= troubles, cluster.status.troubles
+    assert cluster.status.state != JobState.FAILED, cluster.status.message

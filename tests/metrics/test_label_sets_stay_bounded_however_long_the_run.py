@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from tests.metrics.statuses import failure, fresh, samples, training_status
 
-REASONS = ["NodeNotReady", "GPUFault", "GPUCapacityDropped", "NodeDeleted", "WorkerFailed"]
+REASONS = [
+    "NodeNotReady",
+    "GPUFault",
+    "GPUCapacityDropped",
+    "NodeDeleted",
+    "NodeFlapping",
+    "WorkerFailed",
+]
 
 
 def _ledger(n: int) -> list[dict[str, object]]:

@@ -142,6 +142,7 @@ class FailureReason(StrEnum):
     GPU_FAULT = "GPUFault"
     GPU_DROPPED = "GPUCapacityDropped"
     NODE_DELETED = "NodeDeleted"
+    NODE_FLAPPING = "NodeFlapping"  # its trouble began again and again (failurePolicy.flapping)
     WORKER_FAILED = "WorkerFailed"
 
 
@@ -428,6 +429,13 @@ class MassFailure(_Model):
     window: Duration = "5m"
 
 
+class Flapping(_Model):
+    """A node whose trouble begins ``troubles`` times within ``window`` has failed (0s: off)."""
+
+    troubles: int = Field(default=3, ge=2, le=10)
+    window: Duration = "24h"
+
+
 class FailurePolicy(_Model):
     not_ready_grace: Duration = "30s"
     # A worker Pending this long (unschedulable, image pull errors...) is a failed start.
@@ -445,6 +453,7 @@ class FailurePolicy(_Model):
     node_return: NodeReturnPolicy = NodeReturnPolicy.QUARANTINE
     healthy_before_return: Duration = "10m"
     mass_failure: MassFailure = Field(default_factory=MassFailure)
+    flapping: Flapping = Field(default_factory=Flapping)
     # A gang restart stops the survivors with this grace (SIGTERM, then SIGKILL); workers on
     # a dead node are deleted at once. At most 1h.
     survivor_grace_period: Duration = "30s"
@@ -677,6 +686,25 @@ class Breaker(_Status):
     released_by: str | None = None  # the proceed annotation's value that released it
 
 
+class TroubleStart(_Status):
+    """A trouble that began on a node of the job: what flap detection counts."""
+
+    node: str
+    reason: str  # a FailureReason value
+    since: str  # when it began (for a trouble no pass saw: when the node was Ready again)
+
+
+class Stop(_Status):
+    """An interruption no ledger entry records: a restart of the workers, or the breaker
+    holding active nodes, from when training stopped to when it resumed."""
+
+    phase: str = ""
+    generation: int = 0  # the restart generation it interrupted
+    since: str
+    resumed: str | None = None
+    cause: str = ""
+
+
 class Pool(_Status):
     active: list[str] = Field(default_factory=list)
     spares: list[str] = Field(default_factory=list)
@@ -688,6 +716,10 @@ class Interruption(_Status):
     budget_seconds: float = 7200.0
     used: str = "0s"  # the same, for people and printer columns
     open_since: str | None = None  # the start of an interruption still going on
+    # Interruptions no ledger entry records (the latest MAX_STOPS), and the seconds of older
+    # ones that were folded away.
+    stops: list[Stop] = Field(default_factory=list)
+    folded_seconds: float = 0.0
 
 
 class Utilization(_Status):
@@ -762,6 +794,8 @@ class TrainingJobStatus(_Status):
     # Restarts caused by workers failing on healthy nodes: the ones restartBudget limits.
     worker_restarts: int = 0
     breaker: Breaker = Field(default_factory=Breaker)
+    # Troubles that began on the job's nodes within failurePolicy.flapping.window.
+    troubles: list[TroubleStart] = Field(default_factory=list)
 
     def to_k8s(self) -> dict[str, Any]:
         """The status as the API expects it: camelCase keys, no nulls."""

@@ -15,8 +15,10 @@ Per interval:
 Utilization (percent): allocation = busy / (active + spare); active = busy / active;
 current = GPUs running a worker now / GPUs reserved now. CPU phases are not counted.
 
-Interruptions run from a failure's ``detected`` to its ``resumed`` (now while still open);
-overlapping ones are merged, so concurrent failures are never counted twice.
+Interruptions run from a failure's ``detected`` to its ``resumed`` (now while still open),
+and over each stop (:mod:`phased.core.interruptions`: a restart or the breaker's hold that no
+ledger entry records); overlapping ones are merged, so concurrent failures, and a stop and an
+entry over the same interval, are never counted twice.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from phased.api.v1alpha1 import (
     GPUType,
     Interruption,
     PhaseRecord,
+    Stop,
     TrainingJobSpec,
     Utilization,
 )
@@ -159,22 +162,29 @@ def estimate_remaining_cost(
     return round(total, 2)
 
 
-def interruption(
-    ledger: Sequence[FailureRecord], budget: str, now: datetime, end: datetime | None = None
-) -> Interruption:
-    """Merged interruption time over the ledger (open entries run to ``end`` or ``now``)."""
-    stop = end or now
+def _spans(
+    ledger: Sequence[FailureRecord], stops: Sequence[Stop], stop: datetime
+) -> list[tuple[datetime, datetime]]:
+    """Each ledger entry and each stop as (start, end); open ones run to ``stop``."""
     spans: list[tuple[datetime, datetime]] = []
-    for record in ledger:
-        start = parse_time(record.detected)
+    for start_text, end_text in [(r.detected, r.resumed) for r in ledger] + [
+        (s.since, s.resumed) for s in stops
+    ]:
+        start = parse_time(start_text)
         if start is None:
             continue
-        finish = parse_time(record.resumed) or stop
+        finish = parse_time(end_text) or stop
         if finish > start:
             spans.append((start, finish))
     spans.sort()
+    return spans
+
+
+def _merged(
+    spans: list[tuple[datetime, datetime]],
+) -> tuple[float, tuple[datetime, datetime] | None]:
+    """Seconds covered by ``spans`` (sorted), and the last merged span."""
     used = 0.0
-    open_since: datetime | None = None
     current: tuple[datetime, datetime] | None = None
     for start, finish in spans:
         if current is not None and start <= current[1]:
@@ -185,11 +195,53 @@ def interruption(
         current = (start, finish)
     if current is not None:
         used += (current[1] - current[0]).total_seconds()
-        if end is None and any(r.resumed is None for r in ledger) and current[1] >= now:
-            open_since = current[0]
+    return used, current
+
+
+def fold(
+    ledger: Sequence[FailureRecord],
+    stops: Sequence[Stop],
+    folded: float,
+    now: datetime,
+    end: datetime | None,
+    *,
+    keep: int,
+) -> tuple[list[Stop], float]:
+    """Keep the latest ``keep`` stops: older closed ones go, and the seconds only they covered
+    are added to ``folded``, so the interruption charged stays what it was."""
+    ordered = sorted(stops, key=lambda s: (parse_time(s.since) is None, s.since))
+    excess = len(ordered) - keep
+    if excess <= 0:
+        return list(stops), folded
+    gone = [s for s in ordered if s.resumed is not None][:excess]
+    kept = [s for s in ordered if all(s is not g for g in gone)]
+    stop = end or now
+    before, _ = _merged(_spans(ledger, ordered, stop))
+    after, _ = _merged(_spans(ledger, kept, stop))
+    return kept, folded + max(0.0, before - after)
+
+
+def interruption(
+    ledger: Sequence[FailureRecord],
+    budget: str,
+    now: datetime,
+    end: datetime | None = None,
+    stops: Sequence[Stop] = (),
+    folded: float = 0.0,
+) -> Interruption:
+    """Merged interruption time over the ledger and the stops (open ones run to ``end`` or
+    ``now``), plus the seconds of stops folded away."""
+    used, current = _merged(_spans(ledger, stops, end or now))
+    used += folded
+    going = any(r.resumed is None for r in ledger) or any(s.resumed is None for s in stops)
+    open_since: datetime | None = None
+    if current is not None and end is None and going and current[1] >= now:
+        open_since = current[0]
     return Interruption(
         used_seconds=round(used, 3),
         budget_seconds=float(parse_duration(budget)),
         used=format_duration(used),
         open_since=format_time(open_since) if open_since is not None else None,
+        stops=list(stops),
+        folded_seconds=round(folded, 3),
     )

@@ -36,7 +36,7 @@ from phased.api.v1alpha1 import (
     TrainingJobStatus,
     UsageBasis,
 )
-from phased.core import accounting, checkpoints
+from phased.core import accounting, checkpoints, interruptions
 from phased.core.conditions import ConditionType, find, set_condition
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.edits import edit_problems
@@ -321,11 +321,7 @@ def _mark_resumed(draft: Draft) -> None:
                     }
                 )
         return
-    touched = any(_is_pod_action(a) for a in draft.actions)
-    pods = live(generation_pods(draft))
-    world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
-    running = {p.rank for p in pods if p.phase == PodPhase.RUNNING}
-    if touched or world == 0 or not all(r in running for r in range(world)):
+    if not _whole(draft):
         return
     for i, entry in enumerate(draft.ledger):
         if entry.resumed is None:
@@ -350,6 +346,15 @@ def _refusal_over(draft: Draft, state: JobState) -> None:
         draft.condition(ConditionType.WORKERS_REFUSED, False, "NotNeeded", "")
 
 
+def _whole(draft: Draft) -> bool:
+    """Every rank of the running generation is Running, and this pass touched no worker."""
+    touched = any(_is_pod_action(a) for a in draft.actions)
+    pods = live(generation_pods(draft))
+    world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
+    running = {p.rank for p in pods if p.phase == PodPhase.RUNNING}
+    return not touched and world > 0 and all(r in running for r in range(world))
+
+
 def _is_pod_action(action: object) -> bool:
     return isinstance(action, CreatePod | DeletePod)
 
@@ -363,7 +368,18 @@ def _interruption(draft: Draft) -> None:
             draft.ledger[i] = entry.model_copy(
                 update={"interruption_seconds": seconds_between(start, end or draft.now)}
             )
-    spent = accounting.interruption(draft.ledger, policy.interruption_budget, draft.now, end)
+    before = draft.status.interruption
+    stops, folded = accounting.fold(
+        draft.ledger,
+        before.stops,
+        before.folded_seconds,
+        draft.now,
+        end,
+        keep=interruptions.MAX_STOPS,
+    )
+    spent = accounting.interruption(
+        draft.ledger, policy.interruption_budget, draft.now, end, stops, folded
+    )
     draft.set(interruption=spent)
     over = spent.used_seconds > spent.budget_seconds
     message = (
@@ -399,6 +415,7 @@ def _state(draft: Draft) -> JobState:
 def _finish(draft: Draft, finished: bool = False) -> Plan:
     if draft.status.state not in TERMINAL:
         _mark_resumed(draft)
+        interruptions.resume(draft, live(generation_pods(draft)), _whole(draft))
     else:
         if checkpoints.reporting(draft) and draft.is_true(ConditionType.CHECKPOINT_STALE):
             draft.condition(ConditionType.CHECKPOINT_STALE, False, "JobFinished", "")

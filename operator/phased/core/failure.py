@@ -13,6 +13,8 @@ Only nodes the job holds as active or spare are examined. A node has failed when
 * it is Ready but allocates fewer GPUs than ``gpusPerNode`` for ``gpuDropGrace``: no
   condition records when that began, so the first sighting is kept in ``status.suspects``;
 * it is in ``status.pool`` but gone from a synced node view (``NodeDeleted``, at once).
+* its trouble began too often within ``flapping.window`` (``NodeFlapping``, at once: see
+  :mod:`phased.core.flapping`).
 
 Until a grace runs out the node is a *suspect*, and decide asks to be called again exactly
 when it would run out.
@@ -86,6 +88,8 @@ class Detection:
     failures: tuple[Failure, ...]
     suspects: tuple[Suspect, ...]
     wake_in: float | None  # seconds until the next grace runs out
+    # The earliest trouble of each held node in trouble now, failed or suspect.
+    troubled: tuple[Trouble, ...] = ()
 
 
 def _recorded(previous: Sequence[Suspect], node: str, reason: str) -> datetime | None:
@@ -184,6 +188,7 @@ def detect(
     failures: list[Failure] = []
     suspects: list[Suspect] = []
     wake: list[float] = []
+    troubled: list[Trouble] = []
     for name, role in deleted:
         failures.append(
             Failure(name, role, FailureReason.NODE_DELETED, f"node {name} was deleted", now, True)
@@ -191,6 +196,8 @@ def detect(
     for name in sorted(held):
         node = nodes[name]
         found = troubles(node, policy, resource, gpus_per_node, previous, now)
+        if found:
+            troubled.append(min(found, key=lambda t: t.since))
         expired = [t for t in found if t.expires() <= now]
         if expired:
             first = min(expired, key=lambda t: t.since)
@@ -208,7 +215,7 @@ def detect(
                 )
             )
             wake.append((trouble.expires() - now).total_seconds())
-    return Detection(tuple(failures), tuple(suspects), min(wake) if wake else None)
+    return Detection(tuple(failures), tuple(suspects), min(wake) if wake else None, tuple(troubled))
 
 
 class BreakerMove(StrEnum):

@@ -28,7 +28,7 @@ from datetime import datetime
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import CompletionMode, JobState, NodeRole, PhaseState
-from phased.core import labels
+from phased.core import interruptions, labels
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.model import DeletePod, PodInfo, PodPhase, ReleaseNode
@@ -166,7 +166,9 @@ def stop_phase_pods(draft: Draft, reason: str) -> None:
 
 
 def close_open_failures(draft: Draft) -> None:
-    """Failures still open when a phase or the job ends are closed at that instant."""
+    """Failures and stops still open when a phase or the job ends are closed at that
+    instant."""
+    interruptions.close(draft)
     stamp = format_time(draft.now)
     for i, entry in enumerate(draft.ledger):
         if entry.resumed is None:

@@ -18,6 +18,9 @@ Workers failing beside a node of the generation that failed or is in trouble (a 
 held by the breaker), or on a node that was in trouble while they ran and is healthy again,
 are that node's doing: their restart does not spend the budget.
 
+A counted restart that no open ledger entry covers, and the breaker's hold of active nodes,
+are charged to the interruption account as stops (:mod:`phased.core.interruptions`).
+
 Ledger recovery: a node of the job labelled quarantined whose ``ANNOTATION_QUARANTINE`` has
 no ledger entry (same node, same detected instant) gets one, so an operator killed between
 the cordon and the status write loses nothing and duplicates nothing.
@@ -26,13 +29,15 @@ A quarantined node that heals: with ``nodeReturn: Quarantine`` it stays until a 
 releases it (remove the ``phased.dev/*`` labels, taints and the quarantine annotation, and
 uncordon it). With ``ReturnToSpares`` it must stay healthy for ``healthyBeforeReturn``,
 counted from its latest Ready or GPU-condition transition (a flapping node never gets
-there); then it rejoins the spares if they are short, or is released. A returned node that
+there), and no longer count as flapping (:mod:`phased.core.flapping`: its troubles within
+``flapping.window`` fewer than ``flapping.troubles``); then it rejoins the spares if they
+are short, or is released. A returned node that
 fails again opens a new ledger entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -48,12 +53,13 @@ from phased.api.v1alpha1 import (
     RestartScope,
     Suspect,
 )
-from phased.core import checkpoints, labels
+from phased.core import checkpoints, flapping, interruptions, labels
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.failure import (
     BreakerMove,
     BreakerVerdict,
+    Detection,
     Failure,
     choose_spare,
     detect,
@@ -166,10 +172,12 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         [*draft.status.suspects, *_held_as_suspects(draft)],
         draft.now,
     )
-    draft.set(suspects=list(found.suspects))
-    draft.suspect_nodes = {s.node for s in found.suspects}
+    flaps = _flapping(draft, held, found)
+    flapped = {f.node for f in flaps}
+    draft.set(suspects=[s for s in found.suspects if s.node not in flapped])
+    draft.suspect_nodes = {s.node for s in found.suspects} - flapped
     draft.later(found.wake_in)
-    failures = _keep_held_times(draft, found.failures)
+    failures = _keep_held_times(draft, [*found.failures, *flaps])
     state = draft.status.breaker
     tripped = draft.is_true(ConditionType.MASS_FAILURE)
     verdict = judge_breaker(
@@ -187,6 +195,11 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     )
     if verdict.holds:
         _hold(draft, verdict, failures)
+        active = [f for f in failures if f.role == NodeRole.ACTIVE]
+        if active:  # the generation cannot be whole while they are held
+            names = ", ".join(sorted(f.node for f in active))
+            began = min(f.detected for f in active)
+            interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
         return
     if verdict.move == BreakerMove.CLEAR:
         draft.condition(
@@ -220,6 +233,28 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
+
+
+def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> list[Failure]:
+    """Remember the troubles that began on the job's nodes (``status.troubles``) and fail
+    the held nodes whose troubles began too often within the window (:mod:`.flapping`)."""
+    before = draft.snap.status
+    history = flapping.remember(
+        before.troubles,
+        troubled=found.troubled,
+        troubled_before={s.node for s in before.suspects} | {h.node for h in before.breaker.held},
+        pool_before={*before.pool.active, *before.pool.spares},
+        written=parse_time(before.accounting.accounted_at),
+        nodes=draft.nodes,
+        roles=draft.roles,
+        policy=draft.spec.failure_policy,
+        now=draft.now,
+    )
+    draft.set(troubles=history)
+    failed = {f.node for f in found.failures}
+    return flapping.failures(
+        history, held, draft.nodes, failed, draft.spec.failure_policy, draft.now
+    )
 
 
 def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
@@ -537,6 +572,7 @@ def tend_generation(draft: Draft) -> None:
     worker_fault = _code_fault(draft, losses, pods)
     if not _count_restart(draft, worker_fault):
         return
+    _charge_stop(draft, losses, pods)
     short = _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
     active = len(draft.held(NodeRole.ACTIVE))
     why = _why(losses)
@@ -574,6 +610,40 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
         return False
     return not all(_ended_with_its_node(draft, p) for p in losses.failed)
+
+
+def _charge_stop(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:
+    """The restart stopped training: a stop (:mod:`.interruptions`) from when its cause
+    began, unless a ledger entry still open already runs until training resumes."""
+    if any(e.resumed is None for e in draft.ledger):
+        return
+    bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+    starts = [draft.now]
+    troubled = [(s.node, s.since) for s in draft.status.suspects]
+    troubled += [(h.node, h.since) for h in draft.status.breaker.held]
+    starts += [t for node, since in troubled if node in bound and (t := parse_time(since))]
+    for pod in losses.failed:
+        if _ended_with_its_node(draft, pod):
+            starts.append(_trouble_began(draft, pod))
+    interruptions.stopped(draft, min(starts), _why(losses))
+
+
+def _trouble_began(draft: Draft, pod: PodInfo) -> datetime:
+    """When the trouble the worker ended with began: the last one remembered on its node
+    since the worker was created, else when the node was healthy again."""
+    name = pod.node_name or ""
+    created = pod.created or draft.now
+    began = [
+        t
+        for e in draft.status.troubles
+        if e.node == name and (t := parse_time(e.since)) is not None and t >= created
+    ]
+    if began:
+        return max(began)
+    policy = draft.spec.failure_policy
+    resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
+    since = healthy_since(draft.nodes[name], policy, resource, draft.phase.gpus_per_node)
+    return min(since or draft.now, draft.now)
 
 
 def _ended_with_its_node(draft: Draft, pod: PodInfo) -> bool:
@@ -620,6 +690,7 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
     if losses.restart_needed:
         if not _count_restart(draft, _code_fault(draft, losses, pods)):
             return True
+        _charge_stop(draft, losses, pods)
         why = f"{why}; {_why(losses)}"
     draft.event(
         NORMAL,
@@ -664,6 +735,10 @@ def return_healed(draft: Draft, type_key: str) -> None:
         left = steady - (draft.now - since).total_seconds()
         if left > 0:
             draft.later(left)
+            continue
+        flaps = flapping.quiet_in(draft.status.troubles, node.name, policy, draft.now)
+        if flaps is not None:  # healthy for now, but it flapped: not trusted before it ages out
+            draft.later(flaps)
             continue
         short = len(draft.held(NodeRole.SPARE)) < draft.spec.spares.count
         # A node relabelled out of the operator's nodeSelector is not the operator's to use.
