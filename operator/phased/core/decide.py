@@ -302,8 +302,9 @@ def _gpu_nodes(draft: Draft) -> tuple[accounting.GPUNode, ...]:
 
 
 def _mark_resumed(draft: Draft) -> None:
-    """Open failures end when every worker of the running generation is Running again or,
-    when workers report checkpoints, at the first report of a worker started after them."""
+    """Open failures end when every rank of the running generation is Running again (or has
+    succeeded) or, when workers report checkpoints, at the first report of a worker started
+    after them."""
     if checkpoints.reporting(draft):
         for i, entry in enumerate(draft.ledger):
             if entry.resumed is not None or entry.cordoned is None:
@@ -321,7 +322,8 @@ def _mark_resumed(draft: Draft) -> None:
     touched = any(_is_pod_action(a) for a in draft.actions)
     pods = live(generation_pods(draft))
     world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
-    running = {p.rank for p in pods if p.phase == PodPhase.RUNNING}
+    # A rank that succeeded was not interrupted: it has done its part.
+    running = {p.rank for p in pods if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED)}
     if touched or world == 0 or not all(r in running for r in range(world)):
         return
     for i, entry in enumerate(draft.ledger):
