@@ -8,10 +8,11 @@ is gone), a Ready spare nearest the lost node is promoted for each missing activ
 (``SparePromoted``), and the lost ranks are restarted per ``restartScope`` (Gang: a new
 generation over the new active pool; Worker: a replacement of each lost rank, which the
 scheduler puts on the promoted node — unless a worker of the generation has succeeded, when
-the gang restarts, since a rank started alone could not rejoin it: :func:`rejoinable`).
-Without a spare the job restarts the gang at a smaller world size if at least ``nodes.min``
-healthy active nodes remain (``SparesExhausted``), or waits for capacity. The spare pool is
-refilled afterwards (see :mod:`phased.core.sizing`).
+the gang restarts, since a rank started alone could not rejoin it (:func:`rejoinable`), and
+not while the breaker holds, when the replacement waits). Without a spare the job restarts
+the gang at a smaller world size if at least ``nodes.min`` healthy active nodes remain
+(``SparesExhausted``), or waits for capacity. The spare pool is refilled afterwards (see
+:mod:`phased.core.sizing`).
 
 ``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
@@ -532,6 +533,10 @@ def tend_generation(draft: Draft) -> None:
         # worker still Pending): nothing to restart, but its place is filled all the same.
         if len(draft.held(NodeRole.ACTIVE)) < world:
             _promote(draft, world, _unreplaced(draft))
+        return
+    if draft.breaker_nodes and rejoinable(draft, pods):
+        # No worker is created while the breaker holds: a rank replaced alone waits for it
+        # to let go (as a gang restart's next generation does), and is counted then.
         return
     worker_fault = _code_fault(draft, losses, pods)
     if not _count_restart(draft, worker_fault):

@@ -11,7 +11,7 @@ Stuck workers turn ``WorkersPending`` True (one Warning event ``WorkersStuckPend
 are a failed start: the phase retries it ``pendingRestarts`` times (default 1, counted per
 phase in ``status.phases[].pendingRestarts``) — a new generation (``restartScope: Gang``) or
 the stuck ranks recreated (``Worker``, while they can rejoin their generation:
-:func:`phased.core.recovery.rejoinable`) — and then the job
+:func:`phased.core.recovery.rejoinable`; not while the breaker holds) — and then the job
 fails with reason ``WorkersStuckPending``, since a bad image or a worker that fits no node
 does not mend by waiting. The retries count as restarts, not against ``restartBudget``
 (which counts workers failing on healthy nodes). Until the grace runs out decide asks to be
@@ -88,11 +88,14 @@ def tend_starts(draft: Draft) -> None:
             "failurePolicy.pendingRestarts are spent",
         )
         return
+    pods = generation_pods(draft)
+    alone = rejoinable(draft, pods)
+    if alone and draft.breaker_nodes:
+        return  # no worker is created while the breaker holds: the ranks' retry waits
     draft.update_record(pending_restarts=used + 1, restarts=draft.record.restarts + 1)
     draft.set(restarts=draft.status.restarts + 1)
     why = f"worker(s) stuck Pending: {', '.join(p.name for p in stuck)}"
-    pods = generation_pods(draft)
-    if not rejoinable(draft, pods):
+    if not alone:
         gang_restart(draft, why)
         return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
