@@ -305,7 +305,7 @@ def _mark_resumed(draft: Draft) -> None:
     """Open failures end when every rank of the running generation is Running again (or has
     succeeded) or, when workers report checkpoints, at the first report of a worker started
     after them."""
-    if checkpoints.reporting(draft):
+    if checkpoints.judged(draft):
         for i, entry in enumerate(draft.ledger):
             if entry.resumed is not None or entry.cordoned is None:
                 continue
@@ -387,7 +387,7 @@ def _finish(draft: Draft, finished: bool = False) -> Plan:
     if draft.status.state not in TERMINAL:
         _mark_resumed(draft)
     else:
-        if checkpoints.reporting(draft) and draft.is_true(ConditionType.CHECKPOINT_STALE):
+        if draft.is_true(ConditionType.CHECKPOINT_STALE):
             draft.condition(ConditionType.CHECKPOINT_STALE, False, "JobFinished", "")
         _breaker_done(draft)
     _record_basis(draft)
