@@ -170,7 +170,12 @@ OCCUPANCY = [
     ("a DaemonSet's pod", [node_pod("agent", "busy", daemon=True)], SETTINGS, True),
     ("a static pod's mirror", [node_pod("kube-proxy", "busy", mirror=True)], SETTINGS, True),
     ("a finished pod", [node_pod("job-1", "busy", terminal=True)], SETTINGS, True),
-    ("a pod being deleted", [node_pod("old", "busy", deleting=True)], SETTINGS, True),
+    (
+        "a pod being deleted, until it is gone",
+        [node_pod("old", "busy", deleting=True)],
+        SETTINGS,
+        False,
+    ),
     (
         "a pod of a preemptible class, none configured",
         [node_pod("b", "busy", priority_class="best-effort")],

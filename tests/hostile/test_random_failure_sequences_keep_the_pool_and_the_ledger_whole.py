@@ -4,7 +4,8 @@ cluster simulator, with every rule that must hold checked after every pass.
 What happens: nodes going dark alone or a rack at a time, flapping within their grace, coming
 back; GPUs vanishing from allocatable and GPU faults coming and going; nodes deleted (with
 their pods collected or not) and new ones joining; workers failing on healthy nodes; phases
-completing; time passing; a person's proceed. After every pass:
+completing; time passing; a person's proceed — for jobs restarting the gang and for jobs
+restarting a lost rank alone (``restartScope: Worker``). After every pass:
 
 * the status's pool is exactly the nodes labelled as the job's, one role each, and the job
   holds no more than the phase's ``max + spares.count``;
@@ -19,8 +20,8 @@ completing; time passing; a person's proceed. After every pass:
   interval is counted twice) and keeps a bounded list of stops.
 
 Once every node is healthy again (and a person has said proceed to a breaker that still
-holds), the job makes progress: it runs a whole generation, has finished, or waits with
-``CapacityShort`` saying why.
+holds), the job makes progress: it runs a whole generation (each rank running, or done
+beside a rank replaced alone), has finished, or waits with ``CapacityShort`` saying why.
 
 And one node flapping — NotReady for a moment, seen by a pass or not, its worker dying with
 it, Ready again — at any pace within ``failurePolicy.flapping.window`` restarts the gang at
@@ -33,7 +34,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
@@ -83,6 +84,7 @@ jobs = st.fixed_dictionaries(
         "percent": st.sampled_from([20, 50, 100]),
         "return": st.sampled_from(["Quarantine", "ReturnToSpares"]),
         "budget": st.sampled_from([1, 20]),
+        "scope": st.sampled_from(["Gang", "Worker"]),
     }
 )
 
@@ -94,13 +96,17 @@ def _cluster(job: dict[str, Any]) -> Cluster:
         "nodeReturn": job["return"],
         "healthyBeforeReturn": "2m",
         "restartBudget": job["budget"],
+        "restartScope": job["scope"],
     }
+    # restartScope Worker needs a launcher a rank restarted alone can rejoin.
+    elastic = {"type": "Torchrun", "rendezvous": "C10d"}
     the_spec = spec(
         phase("prep", 2, 4),
         phase("train", 4, 8),
         phase("eval", 2, 3),
         spares=job["spares"],
         failurePolicy=policy,
+        **({"launcher": elastic} if job["scope"] == "Worker" else {}),
     )
     return Cluster(the_spec, the_nodes)
 
@@ -266,12 +272,39 @@ def _progress(cluster: Cluster) -> None:
         assert short and short[0].status == "True", status.message
         return
     assert status.state == JobState.RUNNING, (status.state, status.message)
-    ranks = sorted(p.rank for p in cluster.running() if p.generation == status.restart_generation)
+    # Every rank of the generation runs, or has done its part (a rank replaced alone beside
+    # peers that succeeded meanwhile).
+    ranks = sorted(
+        {
+            p.rank
+            for p in cluster.pods.values()
+            if p.phase_name == status.phase
+            and p.generation == status.restart_generation
+            and p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED)
+            and p.rank is not None
+        }
+    )
     assert ranks == list(range(status.world_size)), (ranks, status.world_size)
+    assert cluster.running(), "nothing runs"
+
+
+WORKER_SCOPE = {
+    "size": 10,
+    "spares": 0,
+    "percent": 20,
+    "return": "Quarantine",
+    "budget": 1,
+    "scope": "Worker",
+}
 
 
 @BOUNDED
 @given(job=jobs, happenings=st.lists(events, min_size=1, max_size=25))
+# Found once Worker scope was drawn: a rank replaced alone while the breaker held a deleted
+# node (the worker had failed on a node that healed meanwhile) ...
+@example(job=WORKER_SCOPE, happenings=[("gpus", 0, 0), ("delete", 1, False), ("worker_fails", 0)])
+# ... and a rank replaced alone beside ranks that had succeeded, Recovering for ever.
+@example(job=WORKER_SCOPE, happenings=[("dark", 2), ("dark", 0), ("worker_fails", 0), ("finish",)])
 def test_random_failure_sequences_keep_the_pool_and_the_ledger_whole(
     job: dict[str, Any], happenings: list[tuple[Any, ...]]
 ) -> None:

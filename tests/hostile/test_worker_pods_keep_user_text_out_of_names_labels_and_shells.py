@@ -48,6 +48,7 @@ OUR_LABEL_KEYS = {
     labels.LABEL_ATTEMPT,
     labels.LABEL_RESTARTS,
     labels.LABEL_WORKER_RESTARTS,
+    labels.LABEL_REPORTING,
     labels.LABEL_MANAGED_BY,
 }
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "-c"}

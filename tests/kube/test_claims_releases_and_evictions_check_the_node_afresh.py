@@ -139,6 +139,21 @@ def test_daemonset_static_and_finished_pods_do_not_keep_a_node_out() -> None:
     assert cluster.nodes["n"]["metadata"]["labels"][labels.LABEL_JOB_UID] == JOB.uid
 
 
+def test_a_pod_still_terminating_keeps_its_node_out_until_it_is_gone() -> None:
+    """Another job's worker deleted with a long grace still holds the node's GPUs."""
+    cluster = FakeCluster()
+    cluster.add_node("n")
+    cluster.add_pod("ml", "other-train-g0-0", "n", deletionTimestamp="2026-03-01T13:00:00Z")
+    reconciler = _reconciler(cluster)
+    _claim(reconciler, "n")
+    assert cluster.patches() == []
+    assert [p.key for p in reconciler.occupied["n"][1]] == ["ml/other-train-g0-0"]
+    cluster.pods.clear()  # gone
+    reconciler.occupied.clear()  # looked at afresh after a resync interval
+    _claim(reconciler, "n")
+    assert cluster.nodes["n"]["metadata"]["labels"][labels.LABEL_JOB_UID] == JOB.uid
+
+
 def test_the_operators_own_pod_keeps_its_node_out() -> None:
     cluster = FakeCluster()
     cluster.add_node("n")

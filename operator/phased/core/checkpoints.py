@@ -11,7 +11,8 @@ snapshot and changes only the draft (status, conditions, events, wake-ups); none
   ``status.phases[].lastCheckpoint`` / ``lastProgress``; a report for a phase the spec no
   longer has is ignored.
 * **Staleness** (:func:`check_staleness`): while the phase's workers run, a checkpoint is due
-  within ``checkpoint.interval`` of the phase's last one (or of its start): past that,
+  within ``checkpoint.interval`` of the phase's last one (or of its start, or of a restarted
+  generation's start, :func:`_due_from`): past that,
   ``CheckpointStale`` is True with a Warning event, and decide is woken when the next one
   falls due. Recovering (no Running worker) leaves the condition as it is.
 * **Final checkpoint** (:func:`final_checkpoint_due`): when the workers meet the phase's
@@ -28,7 +29,10 @@ snapshot and changes only the draft (status, conditions, events, wake-ups); none
   replacement rank).
 
 All of it applies only with ``checkpoint.report: true``, except storage and resume, which
-need no reports to work (resume does: without reports no checkpoint is known).
+need no reports to work (resume does: without reports no checkpoint is known). Staleness,
+the final checkpoint, ``resumed`` by report and lost work apply only while the running
+generation's workers were all made to report (:func:`judged`): ``checkpoint.report`` turned
+on while they run is judged from the next generation, turned off no longer at once.
 """
 
 from __future__ import annotations
@@ -38,10 +42,11 @@ from typing import Any
 
 from phased.api.durations import format_duration, parse_duration
 from phased.api.v1alpha1 import CheckpointRecord, FailureRecord, ProgressRecord
-from phased.core.conditions import ConditionType
+from phased.core import labels
+from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.model import EnsureClaim, EnsureSecret, PodPhase
-from phased.core.phases import generation_pods, live
+from phased.core.phases import generation_pods, latest_attempts, live
 from phased.core.reports import Report
 from phased.core.storage import (
     claim_manifest,
@@ -53,7 +58,24 @@ from phased.core.times import format_time, parse_time, shifted
 
 
 def reporting(draft: Draft) -> bool:
+    """The spec asks for reports: new workers are made to report."""
     return draft.spec.checkpoint.report
+
+
+def judged(draft: Draft) -> bool:
+    """Reports are expected of the running generation, so the rules that wait for them
+    apply: staleness, the final checkpoint, ``resumed`` by report and lost work.
+
+    The spec asks for them, and every worker of the generation (the newest attempt of each
+    rank) was made to report (``LABEL_REPORTING``). A job whose ``checkpoint.report`` was
+    turned on while its workers ran is judged from its next generation on (a rank replaced
+    alone meanwhile does not make its peers report); one turned off is no longer judged, its
+    workers' reports are still recorded. A worker made before the label existed is taken as
+    the spec says."""
+    if not reporting(draft):
+        return False
+    pods = latest_attempts(live(generation_pods(draft)))
+    return all(p.labels.get(labels.LABEL_REPORTING, "true") == "true" for p in pods)
 
 
 def prepare(draft: Draft) -> None:
@@ -126,16 +148,14 @@ def resume_point(draft: Draft) -> CheckpointRecord | None:
 
 
 def check_staleness(draft: Draft) -> None:
-    if not reporting(draft):
+    if not judged(draft):
+        _not_judged(draft)
         return
     running = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
     if not running:
         return
     interval = parse_duration(draft.spec.checkpoint.interval)
-    last = draft.record.last_checkpoint
-    since = parse_time(last.time if last is not None else None) or parse_time(
-        draft.record.start_time
-    )
+    since, what = _due_from(draft)
     if since is None:
         return
     age = (draft.now - since).total_seconds()
@@ -143,7 +163,6 @@ def check_staleness(draft: Draft) -> None:
         draft.condition(ConditionType.CHECKPOINT_STALE, False, "Recent", "")
         draft.later(interval - age + 0.5)
         return
-    what = f"the last one (step {last.step})" if last is not None else "the phase start"
     message = (
         f"phase {draft.phase.name}: no checkpoint reported for {format_duration(age)} since "
         f"{what}; checkpoint.interval is {draft.spec.checkpoint.interval}"
@@ -151,10 +170,43 @@ def check_staleness(draft: Draft) -> None:
     draft.condition(ConditionType.CHECKPOINT_STALE, True, "NoRecentCheckpoint", message, WARNING)
 
 
+def _due_from(draft: Draft) -> tuple[datetime | None, str]:
+    """What the next checkpoint is due an interval after, and how to say it: the phase's last
+    checkpoint; without one, the phase start, or for a restarted generation its own start
+    (its first worker's creation): with nothing to resume from it begins the phase's work
+    afresh, so a generation restarted — or the first made to report once
+    ``checkpoint.report`` was turned on while the phase ran — is not stale at its start."""
+    last = draft.record.last_checkpoint
+    if last is not None and (when := parse_time(last.time)) is not None:
+        return when, f"the last one (step {last.step})"
+    phase_start = parse_time(draft.record.start_time)
+    created = [p.created for p in generation_pods(draft) if p.created is not None]
+    began = min(created) if created and draft.status.restart_generation > 0 else None
+    if began is not None and (phase_start is None or began > phase_start):
+        return began, f"the start of generation {draft.status.restart_generation}"
+    return phase_start, "the phase start"
+
+
+def _not_judged(draft: Draft) -> None:
+    """No staleness for workers that cannot report, nor once the spec stopped asking: a
+    ``CheckpointStale`` condition says so (False, ``NotReporting``)."""
+    if reporting(draft):
+        message = (
+            f"phase {draft.phase.name}: workers of generation {draft.status.restart_generation} "
+            "were created before checkpoint.report was turned on and cannot report; "
+            "checkpoints are judged from the next generation"
+        )
+    elif find(draft.conditions, ConditionType.CHECKPOINT_STALE) is not None:
+        message = "checkpoint.report is off: checkpoints are not judged"
+    else:
+        return  # a job that never reported has no such condition
+    draft.condition(ConditionType.CHECKPOINT_STALE, False, "NotReporting", message)
+
+
 def final_checkpoint_due(draft: Draft) -> bool:
     """The workers met the completion rule: True while the boundary waits for their final
     checkpoint (see the module docstring)."""
-    if not reporting(draft):
+    if not judged(draft):
         return False
     last = draft.record.last_checkpoint
     if last is not None and last.final and last.generation == draft.status.restart_generation:
@@ -193,7 +245,7 @@ def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
     workers may checkpoint meanwhile) and the lost work, from that checkpoint (or the phase
     start) to detection, 0 when the checkpoint came after it."""
     fields: dict[str, Any] = {"generation": draft.status.restart_generation}
-    if not reporting(draft):
+    if not judged(draft):
         return fields
     last = resume_point(draft)
     since: datetime | None = parse_time(draft.record.start_time)

@@ -305,9 +305,10 @@ def _gpu_nodes(draft: Draft) -> tuple[accounting.GPUNode, ...]:
 
 
 def _mark_resumed(draft: Draft) -> None:
-    """Open failures end when every worker of the running generation is Running again or,
-    when workers report checkpoints, at the first report of a worker started after them."""
-    if checkpoints.reporting(draft):
+    """Open failures end when every rank of the running generation is Running again (or has
+    succeeded) or, when workers report checkpoints, at the first report of a worker started
+    after them."""
+    if checkpoints.judged(draft):
         for i, entry in enumerate(draft.ledger):
             if entry.resumed is not None or entry.cordoned is None:
                 continue
@@ -347,11 +348,12 @@ def _refusal_over(draft: Draft, state: JobState) -> None:
 
 
 def _whole(draft: Draft) -> bool:
-    """Every rank of the running generation is Running, and this pass touched no worker."""
+    """Every rank of the running generation is Running or has Succeeded (a rank that
+    succeeded was not interrupted: it has done its part), and this pass touched no worker."""
     touched = any(_is_pod_action(a) for a in draft.actions)
     pods = live(generation_pods(draft))
     world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
-    running = {p.rank for p in pods if p.phase == PodPhase.RUNNING}
+    running = {p.rank for p in pods if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED)}
     return not touched and world > 0 and all(r in running for r in range(world))
 
 
@@ -417,7 +419,7 @@ def _finish(draft: Draft, finished: bool = False) -> Plan:
         _mark_resumed(draft)
         interruptions.resume(draft, live(generation_pods(draft)), _whole(draft))
     else:
-        if checkpoints.reporting(draft) and draft.is_true(ConditionType.CHECKPOINT_STALE):
+        if draft.is_true(ConditionType.CHECKPOINT_STALE):
             draft.condition(ConditionType.CHECKPOINT_STALE, False, "JobFinished", "")
         _breaker_done(draft)
     _record_basis(draft)

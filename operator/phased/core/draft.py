@@ -81,7 +81,7 @@ class Draft:
             if holds(node, snap.job.uid, settings.installation) and node.role is not None:
                 roles[node.name] = node.role
         occupied = {
-            name: [p.key for p in busy]
+            name: [p.key + (" (terminating)" if p.deleting else "") for p in busy]
             for name, pods in snap.node_pods.items()
             if name not in roles and (busy := blocking(pods, settings))
         }

@@ -54,6 +54,9 @@ LABEL_WORLD_SIZE = f"{PREFIX}/world-size"  # the generation's world size, read b
 # loses a restart (nor gives back restart budget).
 LABEL_RESTARTS = f"{PREFIX}/restarts"
 LABEL_WORKER_RESTARTS = f"{PREFIX}/worker-restarts"
+# "true" when the worker was made to report checkpoints (the report endpoint and token in its
+# environment), "false" otherwise: reports are judged only for workers that can make them.
+LABEL_REPORTING = f"{PREFIX}/reporting"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "phased"
 

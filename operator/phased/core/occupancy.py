@@ -2,17 +2,22 @@
 
 A pod **counts for nothing** when a DaemonSet owns it (node agents run on every node and
 tolerate every taint), when it is a static pod (its mirror: the kubelet runs it from a
-file and nothing can evict it), when it has finished (Succeeded or Failed), or when it is
-already being deleted.
+file and nothing can evict it), or when it has finished (Succeeded or Failed).
 
-**Claiming.** Any other pod keeps the node out (``RunningPods``), except pods of a
-PriorityClass listed in ``settings.preemptiblePriorityClasses``: the cluster admin declared
-those displaceable. The operator's own pod always keeps its node out (it is never
-displaced), whatever its class.
+**Claiming.** Any other pod keeps the node out (``RunningPods``) — one being deleted too,
+until it is gone: it holds the node's GPUs for as long as its grace period lets it stop
+(another job's worker given a long one to write its checkpoint), the scheduler counts it
+until then, and a worker of the job created beside it would wait Pending, past
+``pendingGrace`` if the grace is longer (a failed start that was no one's fault). The
+exception is pods of a PriorityClass listed in ``settings.preemptiblePriorityClasses``: the
+cluster admin declared those displaceable, and a node holding them is claimed and cleared.
+The operator's own pod always keeps its node out (it is never displaced), whatever its
+class.
 
 **Guests.** When a node of the job becomes active (a spare promoted, a node claimed as
-active), the pods that must leave are those that count, are not this job's workers and are
-not the operator's pod, and either
+active), the pods that must leave are those that count and are not already being deleted
+(they are on their way out), are not this job's workers and are not the operator's pod, and
+either
 
 * arrived after the claim: created strictly after the node's ``phased.dev/claimed-at``
   (they came to borrow it, e.g. by tolerating a Preemptible spare's taint), or
@@ -34,8 +39,13 @@ from phased.core.settings import Settings
 
 
 def counts(pod: NodePod) -> bool:
-    """The pod occupies the node (module docstring)."""
-    return not (pod.daemon or pod.mirror or pod.terminal or pod.deleting)
+    """The pod occupies the node (module docstring), a pod being deleted included."""
+    return not (pod.daemon or pod.mirror or pod.terminal)
+
+
+def staying(pod: NodePod) -> bool:
+    """The pod occupies the node and nobody asked it to leave yet."""
+    return counts(pod) and not pod.deleting
 
 
 def preemptible(pod: NodePod, settings: Settings) -> bool:
@@ -53,8 +63,8 @@ def blocking(pods: Iterable[NodePod], settings: Settings) -> list[NodePod]:
 
 def displaceable(pods: Iterable[NodePod], settings: Settings) -> list[NodePod]:
     """Pods of a preemptible class on a node that may be claimed: they leave when it is
-    active."""
-    return [p for p in pods if counts(p) and preemptible(p, settings)]
+    active (one already being deleted leaves by itself)."""
+    return [p for p in pods if staying(p) and preemptible(p, settings)]
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ def guests(
     stay: list[NodePod] = []
     for pod in sorted(pods, key=lambda p: p.key):
         worker = pod.job_uid == job.uid and pod.namespace == job.namespace
-        if not counts(pod) or worker or pod.operator:
+        if not staying(pod) or worker or pod.operator:
             continue
         # A pod's creationTimestamp has whole seconds, the claim time microseconds: a pod of
         # the claim's own second counts as after it (one from before would have stopped the

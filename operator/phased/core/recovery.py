@@ -7,9 +7,12 @@ generation: workers on a node that is no longer active are deleted (forced when 
 is gone), a Ready spare nearest the lost node is promoted for each missing active node
 (``SparePromoted``), and the lost ranks are restarted per ``restartScope`` (Gang: a new
 generation over the new active pool; Worker: a replacement of each lost rank, which the
-scheduler puts on the promoted node). Without a spare the job restarts the gang at a smaller
-world size if at least ``nodes.min`` healthy active nodes remain (``SparesExhausted``), or
-waits for capacity. The spare pool is refilled afterwards (see :mod:`phased.core.sizing`).
+scheduler puts on the promoted node — unless a worker of the generation has succeeded, when
+the gang restarts, since a rank started alone could not rejoin it (:func:`rejoinable`), and
+not while the breaker holds, when the replacement waits). Without a spare the job restarts
+the gang at a smaller world size if at least ``nodes.min`` healthy active nodes remain
+(``SparesExhausted``), or waits for capacity. The spare pool is refilled afterwards (see
+:mod:`phased.core.sizing`).
 
 ``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
@@ -569,6 +572,10 @@ def tend_generation(draft: Draft) -> None:
         if len(draft.held(NodeRole.ACTIVE)) < world:
             _promote(draft, world, _unreplaced(draft))
         return
+    if draft.breaker_nodes and rejoinable(draft, pods):
+        # No worker is created while the breaker holds: a rank replaced alone waits for it
+        # to let go (as a gang restart's next generation does), and is counted then.
+        return
     worker_fault = _code_fault(draft, losses, pods)
     if not _count_restart(draft, worker_fault):
         return
@@ -584,8 +591,9 @@ def tend_generation(draft: Draft) -> None:
         draft.condition(ConditionType.SPARES_EXHAUSTED, True, "NoSpare", message, WARNING)
         gang_restart(draft, why)
         return
-    if draft.spec.failure_policy.restart_scope == RestartScope.GANG:
-        gang_restart(draft, why)
+    done = _succeeded(pods)
+    if draft.spec.failure_policy.restart_scope == RestartScope.GANG or done:
+        gang_restart(draft, why + _alone_note(draft, done))
         return
     ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
     replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
@@ -597,19 +605,53 @@ def tend_generation(draft: Draft) -> None:
     )
 
 
+def _succeeded(pods: list[PodInfo]) -> list[int]:
+    """The ranks of the generation whose worker has succeeded."""
+    done = {p.rank for p in live(pods) if p.phase == PodPhase.SUCCEEDED}
+    return sorted(r for r in done if r is not None)
+
+
+def rejoinable(draft: Draft, pods: list[PodInfo]) -> bool:
+    """A rank started again alone can rejoin the generation ``pods`` belong to.
+
+    Only with ``restartScope: Worker`` (torchrun over an elastic c10d rendezvous), and only
+    while no worker of the generation has succeeded: a worker that succeeded has left the
+    rendezvous for good (its agent is gone, rank 0's with the rendezvous store), so a rank
+    started alone beside it waits out the rendezvous timeout and fails, again at every
+    replacement. The gang restarts instead: a new generation of every rank, from the last
+    checkpoint."""
+    scope = draft.spec.failure_policy.restart_scope
+    return scope == RestartScope.WORKER and not _succeeded(pods)
+
+
+def _alone_note(draft: Draft, done: list[int]) -> str:
+    if draft.spec.failure_policy.restart_scope == RestartScope.GANG or not done:
+        return ""
+    return (
+        f"; rank(s) {', '.join(map(str, done))} already succeeded, so a rank started alone "
+        "could not rejoin them"
+    )
+
+
 def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     """Workers failed on healthy nodes, and it was their code's doing (``restartBudget``).
 
     Not when a node of the generation failed or is in trouble (a suspect, or held by the
     breaker): the workers beside it fail because their collective with the lost peer did.
     Nor for a worker whose own node was in trouble while it ran and is healthy again (a
-    rack the breaker held came back, a blip within the grace): it ended with its node."""
+    rack the breaker held came back, a blip within the grace): it ended with its node. Nor
+    for a rank replaced alone that fails once a peer of its generation has succeeded: the
+    peer was done and gone before the replacement could join it, so the replacement had no
+    rendezvous to rejoin (:func:`rejoinable`)."""
     if not losses.failed or losses.by_node:
         return False
     bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
         return False
-    return not all(_ended_with_its_node(draft, p) for p in losses.failed)
+    alone = bool(_succeeded(pods))
+    return not all(
+        _ended_with_its_node(draft, p) or (alone and _attempt(p) > 0) for p in losses.failed
+    )
 
 
 def _charge_stop(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:

@@ -10,22 +10,23 @@ message).
 Stuck workers turn ``WorkersPending`` True (one Warning event ``WorkersStuckPending``) and
 are a failed start: the phase retries it ``pendingRestarts`` times (default 1, counted per
 phase in ``status.phases[].pendingRestarts``) — a new generation (``restartScope: Gang``) or
-the stuck ranks recreated (``Worker``) — and then the job fails with reason
-``WorkersStuckPending``, since a bad image or a worker that fits no node does not mend by
-waiting. The retries count as restarts, not against ``restartBudget`` (which counts workers
-failing on healthy nodes). Until the grace runs out decide asks to be called again when it
-would. ``WorkersPending`` turns False once no worker of the generation is Pending.
+the stuck ranks recreated (``Worker``, while they can rejoin their generation:
+:func:`phased.core.recovery.rejoinable`; not while the breaker holds) — and then the job
+fails with reason ``WorkersStuckPending``, since a bad image or a worker that fits no node
+does not mend by waiting. The retries count as restarts, not against ``restartBudget``
+(which counts workers failing on healthy nodes). Until the grace runs out decide asks to be
+called again when it would. ``WorkersPending`` turns False once no worker of the generation
+is Pending.
 """
 
 from __future__ import annotations
 
 from phased.api.durations import parse_duration
-from phased.api.v1alpha1 import RestartScope
 from phased.core.conditions import ConditionType
 from phased.core.draft import WARNING, Draft
 from phased.core.model import DeletePod, PodInfo, PodPhase
 from phased.core.phases import fail, generation_pods, live, world_of
-from phased.core.recovery import gang_restart, replace_ranks
+from phased.core.recovery import gang_restart, rejoinable, replace_ranks
 
 
 def _why(pod: PodInfo) -> str:
@@ -87,13 +88,16 @@ def tend_starts(draft: Draft) -> None:
             "failurePolicy.pendingRestarts are spent",
         )
         return
+    pods = generation_pods(draft)
+    alone = rejoinable(draft, pods)
+    if alone and draft.breaker_nodes:
+        return  # no worker is created while the breaker holds: the ranks' retry waits
     draft.update_record(pending_restarts=used + 1, restarts=draft.record.restarts + 1)
     draft.set(restarts=draft.status.restarts + 1)
     why = f"worker(s) stuck Pending: {', '.join(p.name for p in stuck)}"
-    if policy.restart_scope == RestartScope.GANG:
+    if not alone:
         gang_restart(draft, why)
         return
-    pods = generation_pods(draft)
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     for pod in stuck:
         draft.act(DeletePod(pod.name, reason=why))

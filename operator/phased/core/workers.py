@@ -27,9 +27,11 @@ and the environment of the ``worker`` container: ``PHASED_JOB``, ``PHASED_NAMESP
 Checkpoints (see :mod:`phased.core.checkpoints`): ``PHASED_ATTEMPT`` (the replacement number
 of the rank within its generation); with ``checkpoint.volume`` the claim is mounted at
 ``checkpoint.path`` (volume ``phased-checkpoints``); with ``checkpoint.report`` the
-report-token Secret is mounted read-only at ``REPORT_MOUNT`` (volume ``phased-report``) and
+report-token Secret is mounted read-only at ``REPORT_MOUNT`` (volume ``phased-report``),
 ``PHASED_REPORT_URL`` / ``PHASED_REPORT_TOKEN_FILE`` tell the worker helper
-(``phased_worker``) where to report; when the phase has a reported checkpoint,
+(``phased_worker``) where to report, and the label ``phased.dev/reporting`` says whether the
+worker was made so (``true``/``false``: reports are judged only for workers that can make
+them); when the phase has a reported checkpoint,
 ``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from. A
 template may not use these volume names nor mount anything at ``REPORT_MOUNT``.
 """
@@ -163,8 +165,14 @@ class Worker:
             labels.LABEL_ATTEMPT: str(self.attempt),
             labels.LABEL_RESTARTS: str(self.restarts),
             labels.LABEL_WORKER_RESTARTS: str(self.worker_restarts),
+            labels.LABEL_REPORTING: "true" if self.reporting else "false",
             labels.LABEL_MANAGED_BY: labels.MANAGED_BY,
         }
+
+    @property
+    def reporting(self) -> bool:
+        """The worker gets the report endpoint and the token file: it can report."""
+        return self.report_url is not None and self.report_secret is not None
 
     @property
     def launcher(self) -> Launcher:
