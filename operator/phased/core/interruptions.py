@@ -16,10 +16,10 @@ trouble began to when training resumed. But training also stops when no node is 
 A stop that is open takes a new cause in (its start moves back if the cause began earlier):
 one interruption, however many restarts it took. It ends when training resumed, never while
 the breaker holds an active node: without checkpoint reports, when every worker of the
-running generation is Running again (nothing created or deleted in that pass); with them,
-at the first report of a worker started after it (a later generation, or a replacement
-rank) — or, when none was (the workers lived through the breaker's hold), when every worker
-is Running again. A phase boundary or the job's end closes it (:func:`close`).
+running generation is Running again or has succeeded (nothing created or deleted in that
+pass); with them, at the first report of a worker started after it (a later generation, or a
+replacement rank) — or, when none was (the workers lived through the breaker's hold), when
+every worker is Running again. A phase boundary or the job's end closes it (:func:`close`).
 
 The interruption charged is the union of ledger entries and stops, so an interval both
 cover (a restart beside a node that fails later, a hold a person releases) counts once
@@ -70,7 +70,7 @@ def resume(draft: Draft, pods: Sequence[PodInfo], whole: bool) -> None:
     """Open stops end when training resumed (see the module docstring).
 
     ``pods``: the live workers of the running generation; ``whole``: every one of its ranks
-    is Running and this pass created or deleted no worker."""
+    is Running or has succeeded, and this pass created or deleted no worker."""
     if any(h.role == "active" for h in draft.status.breaker.held):
         return
     spent = draft.status.interruption
