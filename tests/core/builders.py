@@ -300,6 +300,13 @@ class Cluster:
         elif isinstance(action, ReleaseNode):
             n = self.nodes[action.node]
             assert n.owner_uid == self.job.uid
+            if n.role == NodeRole.QUARANTINED:
+                # As the operator's release: a quarantined node keeps its role, cordon, note
+                # and quarantine taint for a person; only the job's own labels go.
+                job_keys = (labels.LABEL_JOB_UID, labels.LABEL_JOB, labels.LABEL_JOB_NAMESPACE)
+                kept = {k: v for k, v in n.labels.items() if k not in job_keys}
+                self.nodes[n.name] = replace(n, labels=kept)
+                return
             kept = {k: v for k, v in n.labels.items() if not k.startswith(labels.PREFIX)}
             self.nodes[n.name] = replace(
                 n,

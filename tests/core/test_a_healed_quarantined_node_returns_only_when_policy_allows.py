@@ -1,10 +1,15 @@
+from dataclasses import replace
+
 from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
+from phased.core import labels
 from phased.core.decide import decide
-from phased.core.model import ReleaseNode, UnquarantineNode
+from phased.core.model import ReleaseNode, Taint, UnquarantineNode
 from tests.core.builders import (
+    JOB,
     SETTINGS,
     T0,
     at,
+    landed,
     node,
     of_type,
     owned,
@@ -18,6 +23,12 @@ from tests.core.builders import (
 
 def _snap(policy, healthy_since, spares=1):
     q = with_ready(owned(node("q0"), NodeRole.QUARANTINED), True, healthy_since)
+    q = replace(  # as a quarantine leaves it: cordoned, tainted, with its note
+        q,
+        unschedulable=True,
+        taints=(*q.taints, Taint(labels.TAINT_QUARANTINE, JOB.uid)),
+        annotations={labels.ANNOTATION_QUARANTINE: "{}"},
+    )
     held = [owned(node("a0"), NodeRole.ACTIVE), q]
     the_spec = spec(
         phase("train", 1, 1),
@@ -44,6 +55,14 @@ def test_return_to_spares_fills_a_short_spare_pool():
     assert [u.node for u in of_type(plan, UnquarantineNode)] == ["q0"]
 
 
-def test_a_healed_node_nobody_needs_is_released():
-    plan = decide(_snap("ReturnToSpares", at(-600), spares=0), SETTINGS, T0)
+def test_a_healed_node_nobody_needs_is_released_to_the_cluster_whole():
+    """Not only the job's labels: a release alone keeps a quarantined node's cordon, role and
+    note for a person (as the operator's release does), so it would never be used again."""
+    snap = _snap("ReturnToSpares", at(-600), spares=0)
+    plan = decide(snap, SETTINGS, T0)
     assert [r.node for r in of_type(plan, ReleaseNode)] == ["q0"]
+    after = landed(snap, plan).nodes["q0"]
+    assert not after.unschedulable
+    assert not [k for k in after.labels if k.startswith(labels.PREFIX)]
+    assert not [t for t in after.taints if t.key.startswith(labels.PREFIX)]
+    assert not after.annotations

@@ -18,7 +18,6 @@ from phased.core.model import (
     PodPhase,
     ReleaseNode,
     SetNodeRole,
-    UnquarantineNode,
 )
 from phased.core.settings import Settings
 from tests.core.builders import Cluster, nodes, phase, spec, with_ready
@@ -154,9 +153,11 @@ def test_a_healed_quarantined_node_out_of_the_selector_is_released_not_made_a_sp
     c.nodes["h00"] = with_ready(c.nodes["h00"], True, c.now)
     c.advance(3600)
     _settle(c)
-    assert not [a for a in c.log if isinstance(a, UnquarantineNode)]
+    returned = [a for a in c.log if isinstance(a, EmitEvent) and a.reason == "NodeReturned"]
+    assert not returned  # not made a spare: uncordoned and released to the cluster
     assert ReleaseNode("h00") in c.log
     assert "h00" not in c.held(NodeRole.SPARE) + c.held(NodeRole.ACTIVE)
+    assert not c.nodes["h00"].unschedulable and not c.nodes["h00"].owner_uid
 
 
 def test_without_a_selector_every_node_is_in_scope() -> None:

@@ -314,6 +314,38 @@ def test_a_persons_release_of_a_quarantined_node_leaves_no_mark_and_it_can_be_cl
     assert claim.won
 
 
+def test_a_healed_quarantined_node_the_job_gives_back_leaves_no_mark_and_can_be_claimed() -> None:
+    """``ReturnToSpares`` with no spare wanted: the job uncordons the node and then releases
+    it (a release alone keeps a quarantined node's cordon and marks for a person)."""
+    from phased.core.ownership import Kind, ownership
+    from phased.kube.convert import node_from_raw
+
+    cluster = FakeCluster()
+    notes = {
+        labels.ANNOTATION_QUARANTINE: "{}",
+        labels.ANNOTATION_CLAIMED_AT: "2026-03-01T11:00:00Z",
+        labels.ANNOTATION_REPLACES: "h0 2026-03-01T11:30:00Z",
+    }
+    taints = [
+        {"key": labels.TAINT_QUARANTINE, "value": JOB.uid, "effect": "NoSchedule"},
+        {"key": labels.TAINT_POOL, "value": JOB.uid, "effect": "NoSchedule"},
+    ]
+    cluster.add_node(
+        "n",
+        _held(role="quarantined"),
+        annotations=notes,
+        spec={"unschedulable": True, "taints": taints},
+    )
+    verbs = NodeVerbs(cluster, MINE)  # type: ignore[arg-type]
+    assert run(verbs.unquarantine("n", JOB))
+    assert run(verbs.release("n", JOB))
+    node = node_from_raw(cluster.nodes["n"])
+    assert ownership(node, MINE).kind == Kind.UNMARKED
+    assert node.taints == () and not node.unschedulable
+    other = JobRef(namespace="ml", name="next", uid="uid-next")
+    assert run(verbs.claim("n", node.resource_version, other, NodeRole.SPARE, NOW)).won
+
+
 def test_a_release_outlasts_a_busy_node_and_says_so_when_it_never_settles(monkeypatch) -> None:
     from phased.kube import nodes as node_verbs
     from phased.kube.client import Conflict

@@ -792,6 +792,13 @@ def return_healed(draft: Draft, type_key: str) -> None:
             draft.roles[node.name] = NodeRole.SPARE
             draft.event(NORMAL, "NodeReturned", f"node {node.name} healthy again: back as a spare")
         else:
+            # Given back to the cluster whole: uncordoned and its quarantine note gone first,
+            # since a release alone keeps a quarantined node's cordon and marks for a person.
+            draft.act(UnquarantineNode(node=node.name))
             draft.act(ReleaseNode(node=node.name))
             draft.roles.pop(node.name, None)
-            draft.event(NORMAL, "NodeReleased", f"node {node.name} healthy again: released")
+            draft.event(
+                NORMAL,
+                "NodeReleased",
+                f"node {node.name} healthy again: uncordoned and released to the cluster",
+            )
