@@ -96,8 +96,10 @@ _VOLATILE_PHASE_KEYS = (
 )
 # Events decide repeats on every pass while a situation lasts: posted once per this many
 # seconds for the same job, reason and message.
-# A worker create refused by what guards the namespace (403: a ResourceQuota, Pod Security
-# Admission, RBAC; 400: an admission webhook's denial), not by the spec (422).
+# What the workers need in the job's namespace (the workers, their Service, the report
+# Secret, the checkpoint claim), refused by what guards the namespace (403: a ResourceQuota,
+# Pod Security Admission, RBAC; 400: an admission webhook's denial), not by the spec (422).
+_IN_NAMESPACE = (CreatePod, EnsureService, EnsureSecret, EnsureClaim)
 _REFUSED = frozenset({400, 403})
 
 
@@ -606,8 +608,14 @@ class Reconciler:
     async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
         events = [a for a in plan.actions if isinstance(a, EmitEvent)]
         for action in plan.actions:
-            if not isinstance(action, EmitEvent):
+            if isinstance(action, EmitEvent):
+                continue
+            try:
                 await self._perform(entry, action, now)
+            except KubeError as exc:
+                if isinstance(action, _IN_NAMESPACE) and exc.status in _REFUSED:
+                    raise _Refused(exc) from exc
+                raise
         for event in events:
             if event.reason in _REPEATING:
                 key = (entry.ref.uid, event.reason, event.message)
@@ -653,10 +661,6 @@ class Reconciler:
                     entry.rejected = (job.generation, why)
                     self.trigger(job.uid, 0.1)
                     raise
-                except KubeError as exc:
-                    if exc.status in _REFUSED:
-                        raise _Refused(exc) from exc
-                    raise
             case DeletePod(name=name, force=force, grace_seconds=grace):
                 await self.pod_verbs.delete(job.namespace, name, force=force, grace_seconds=grace)
             case EnsureService(manifest=manifest):
@@ -674,9 +678,11 @@ class Reconciler:
     async def _say_refused(
         self, entry: JobEntry, snapshot: Snapshot, error: KubeError, now: datetime
     ) -> None:
-        """A worker create refused by what guards the namespace (quota, Pod Security, a
-        webhook): the status as it was, with ``WorkersRefused`` saying why, and one event
-        (phased.core.refusals); the pass then fails and is retried with the backoff."""
+        """A worker, or what the workers need in the namespace (their Service, the report
+        Secret, the checkpoint claim), refused by what guards the namespace (quota, Pod
+        Security, RBAC, a webhook): the status as it was, with ``WorkersRefused`` saying
+        why, and one event (phased.core.refusals); the pass then fails and is retried with
+        the backoff."""
         status, event = refusals.refused(snapshot.status, error.message, now, entry.ref.generation)
         await self._write_status(entry, snapshot, Plan(actions=(), status=status))
         if event is not None:

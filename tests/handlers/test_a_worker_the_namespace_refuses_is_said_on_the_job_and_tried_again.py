@@ -1,5 +1,6 @@
-"""A worker create refused by what guards the namespace — a ResourceQuota, Pod Security
-Admission, an admission webhook — is said on the job and tried again.
+"""A worker create (or its Service's, Secret's, claim's) refused by what guards the namespace
+— a ResourceQuota, Pod Security Admission, an admission webhook — is said on the job and
+tried again.
 
 Before, the pass stopped at the refused create and wrote nothing: the job kept saying what
 it said before (or nothing at all), with the reason only in the operator's log, retried
@@ -63,6 +64,7 @@ class _Pass:
         self.events: list[tuple[str, str, str]] = []
         self.created: list[str] = []
         self.create_error: KubeError | None = None
+        self.service_error: KubeError | None = None
         self.rec = Reconciler(KubeClient(FakeApi([]), retries=0), SETTINGS)  # type: ignore[arg-type]
         raw = dict(RAW, spec=cluster.the_spec.model_dump(by_alias=True, exclude_none=True))
         self.entry = JobEntry(ref=job_ref_from_raw(raw), raw=raw)
@@ -90,6 +92,8 @@ class _Pass:
         return self.cluster.snapshot()
 
     async def _service(self, *_: Any) -> None:
+        if self.service_error is not None:
+            raise self.service_error
         self.cluster.service = True
 
     async def _create(self, namespace: str, manifest: dict[str, Any]) -> bool:
@@ -157,6 +161,20 @@ def test_a_webhook_denial_is_a_refusal_and_a_server_error_is_not(
     broken.create_error = KubeError(500, "InternalError", "etcd timeout", "create", "pods")
     assert broken.run() is False
     assert broken.written == [] and broken.events == []
+
+
+def test_the_workers_service_refused_by_a_quota_is_said_the_same_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    quota = 'services "llm" is forbidden: exceeded quota: ml-quota, limited: services=0'
+    cluster = _ready_to_create()
+    one = _Pass(monkeypatch, cluster)
+    one.service_error = Forbidden(403, "Forbidden", quota, "create", "services")
+    assert one.run() is False
+    assert one.created == []
+    cond = _refused(cluster.status)
+    assert cond is not None and cond.status == "True" and cond.message == quota
+    assert [e[1] for e in one.events] == [refusals.REASON]
 
 
 def test_a_running_job_refused_its_new_workers_is_pending_not_running() -> None:

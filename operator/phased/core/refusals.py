@@ -1,11 +1,13 @@
 """Workers the API server refuses to create: said on the job, retried until admitted.
 
-A worker create can be refused by what guards the job's namespace rather than by the spec: a
-ResourceQuota it would exceed, Pod Security Admission's level for the namespace, an admission
-webhook. Only the namespace's owner can mend those (a larger quota, another level), and a
-quota frees as other pods end, so the job is not held as ``Invalid`` (that is for refusals
-only a new spec can mend: 422). The pass that was refused stops where it was, as at any
-failed action, and its plan's status is not written (it would say workers run that do not).
+A worker create — or the create of what the workers need in the job's namespace: their
+Service, the report Secret, the checkpoint claim — can be refused by what guards the
+namespace rather than by the spec: a ResourceQuota it would exceed, Pod Security Admission's
+level for the namespace, RBAC, an admission webhook. Only the namespace's owner can mend
+those (a larger quota, another level), and a quota frees as other pods end, so the job is
+not held as ``Invalid`` (that is for refusals only a new spec can mend: 422). The pass that
+was refused stops where it was, as at any failed action, and its plan's status is not
+written (it would say workers run that do not).
 Instead the status as it was is written with ``WorkersRefused`` True and the API server's
 message, the job's message says it, and a Warning event says it once per refusal (again only
 when the message changes). The reconciler tries again with its backoff (up to 30 s); the
