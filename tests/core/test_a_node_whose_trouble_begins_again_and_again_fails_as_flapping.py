@@ -68,7 +68,7 @@ def test_the_third_blip_within_the_window_fails_the_node_as_flapping():
     assert flappy in cluster.held(NodeRole.QUARANTINED)
     (entry,) = cluster.status.failures
     assert entry.node == flappy and entry.reason == FailureReason.NODE_FLAPPING.value
-    assert "3 troubles began within 24h" in entry.message
+    assert "3 troubles that stopped its workers began within 24h" in entry.message
     assert entry.detected == cluster.status.troubles[-1].since  # when the third began
     assert entry.replaced_by in cluster.held(NodeRole.ACTIVE) and entry.resumed is not None
     for reason in ("NodeFailed", "NodeQuarantined", "SparePromoted"):
@@ -127,7 +127,9 @@ def test_the_memory_is_in_the_status_so_a_restarted_operator_counts_on():
     cluster = _job()
     flappy = _active(cluster)
     earlier = [
-        TroubleStart(node=flappy, reason="NodeNotReady", since=format_time(cluster.now - d))
+        TroubleStart(
+            node=flappy, reason="NodeNotReady", since=format_time(cluster.now - d), restarted=True
+        )
         for d in (timedelta(hours=5), timedelta(hours=2))
     ]
     cluster.status = cluster.status.model_copy(update={"troubles": earlier})
@@ -222,3 +224,27 @@ def test_the_memory_keeps_only_the_window_the_jobs_nodes_and_a_bounded_count():
     assert kept(history) == [start("n001", 3), start("n001", 2), start("n001", 1), start("q", 1)]
     crowd = [start(f"n{i:03d}", 10 - i / 100) for i in range(2, 400)]
     assert kept(crowd) == crowd[-MAX_TROUBLES:]  # the newest, however large the pool
+
+
+def test_blips_the_workers_live_through_count_for_nothing():
+    """A control plane briefly out of reach makes every kubelet NotReady at once, and the
+    workers run on: five such blips of the whole pool in an hour fail no node, trip no
+    breaker and restart nothing."""
+    cluster = _job()
+    pool = cluster.held(NodeRole.ACTIVE) + cluster.held(NodeRole.SPARE)
+    for _ in range(5):
+        for name in pool:
+            cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+        cluster.advance(1)
+        said = events(cluster.step())
+        cluster.advance(4)
+        for name in pool:
+            cluster.nodes[name] = with_ready(cluster.nodes[name], True, cluster.now)
+        cluster.advance(1)
+        for plan in cluster.settle():
+            said += events(plan)
+        assert not {"NodeFailed", "MassFailure", "WorkersRestarted"} & set(said), said
+        cluster.advance(600)
+    assert cluster.status.failures == [] and cluster.status.restarts == 0
+    assert not any(t.restarted for t in cluster.status.troubles)
+    assert len(cluster.running()) == 8

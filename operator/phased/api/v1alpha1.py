@@ -692,6 +692,8 @@ class TroubleStart(_Status):
     node: str
     reason: str  # a FailureReason value
     since: str  # when it began (for a trouble no pass saw: when the node was Ready again)
+    # A worker of the job ended with it (on the node, or beside it): a restart it caused.
+    restarted: bool = False
 
 
 class Stop(_Status):

@@ -1,13 +1,18 @@
-"""Flap detection: a node whose trouble begins again and again has failed (``NodeFlapping``).
+"""Flap detection: a node whose troubles restart the workers again and again has failed
+(``NodeFlapping``).
 
 A node of the pool can go NotReady for a few seconds, kill its worker and come back Ready,
 again and again. Each time its grace (``notReadyGrace``, ``gpuFaultGrace``, ``gpuDropGrace``)
 tells a blip from a loss, so it never fails, while every blip may restart the whole gang.
-So the job remembers when troubles began on its nodes, and a node whose trouble begins for
-the ``failurePolicy.flapping.troubles``-th time (default 3) within ``flapping.window``
-(default 24h; ``0s`` turns detection off) has failed, reason ``NodeFlapping``, detected when
-the last of them began: answered like any failed node (quarantine, ledger entry, events,
-swap for a spare, restart), through the breaker like any failure.
+So the job remembers when troubles began on its nodes, marks those a worker of the job ended
+with (on the node, or beside it while it was in trouble: :func:`blame`, when the restart is
+decided), and a node whose troubles restarted the workers for the
+``failurePolicy.flapping.troubles``-th time (default 3) within ``flapping.window`` (default
+24h; ``0s`` turns detection off) has failed, reason ``NodeFlapping``, detected when the last
+of them began: answered like any failed node (quarantine, ledger entry, events, swap for a
+spare, restart), through the breaker like any failure. Troubles the workers lived through
+count for nothing: a control plane that is briefly out of reach makes every kubelet NotReady
+at once, and quarantining a healthy pool for it would be the harm, not the cure.
 
 What counts as a trouble beginning (:func:`remember`), per node the job holds as active or
 spare:
@@ -27,7 +32,7 @@ The memory is ``status.troubles``, so an operator restarted meanwhile counts on 
 was; it is bounded: only troubles that began within the window, of nodes the job holds
 (quarantined ones too, so that a flapping node returned to the spares by ``ReturnToSpares``
 is not trusted again before its troubles age out: :func:`quiet_in`), at most ``troubles`` per
-node, and at most ``MAX_TROUBLES`` in all (the oldest go first).
+node of each kind (marked or not), and at most ``MAX_TROUBLES`` in all (the oldest go first).
 """
 
 from __future__ import annotations
@@ -119,12 +124,13 @@ def _bounded(
     dated = [(t, e) for e in found if (t := _start(e)) is not None and start < t <= now]
     dated = [(t, e) for t, e in dated if e.node in roles]
     dated.sort(key=lambda pair: (pair[0], pair[1].node))
-    per_node: dict[str, int] = {}
+    per_node: dict[tuple[str, bool], int] = {}
     kept: list[TroubleStart] = []
     for _, entry in reversed(dated):  # newest first: each node keeps its latest ones
-        if per_node.get(entry.node, 0) >= policy.flapping.troubles or len(kept) >= MAX_TROUBLES:
+        key = (entry.node, entry.restarted)  # of each kind: the harmless ones never crowd out
+        if per_node.get(key, 0) >= policy.flapping.troubles or len(kept) >= MAX_TROUBLES:
             continue
-        per_node[entry.node] = per_node.get(entry.node, 0) + 1
+        per_node[key] = per_node.get(key, 0) + 1
         kept.append(entry)
     kept.reverse()
     return kept
@@ -133,14 +139,34 @@ def _bounded(
 def counted(
     history: Sequence[TroubleStart], node: str, policy: FailurePolicy, now: datetime
 ) -> list[TroubleStart]:
-    """The troubles of ``node`` that began within the window, oldest first."""
+    """The troubles of ``node`` that began within the window and restarted the workers,
+    oldest first."""
     window = _window(policy)
     if window <= 0:
         return []
     start = shifted(now, -window)
     return [
-        e for e in history if e.node == node and (t := _start(e)) is not None and start < t <= now
+        e
+        for e in history
+        if e.node == node and e.restarted and (t := _start(e)) is not None and start < t <= now
     ]
+
+
+def blame(history: Sequence[TroubleStart], node: str, after: datetime) -> list[TroubleStart]:
+    """``history`` with the latest trouble of ``node`` that began at or after ``after`` (the
+    creation of the workers it ended) marked as one that restarted the workers; unchanged
+    when there is none (detection off) or it is marked already."""
+    mine = [
+        (t, i)
+        for i, e in enumerate(history)
+        if e.node == node and (t := _start(e)) is not None and t >= after
+    ]
+    if not mine:
+        return list(history)
+    _, i = max(mine)
+    out = list(history)
+    out[i] = out[i].model_copy(update={"restarted": True})
+    return out
 
 
 def failures(
@@ -148,22 +174,29 @@ def failures(
     held: Mapping[str, NodeRole],
     nodes: Mapping[str, NodeInfo],
     failed: set[str],
+    troubled: Mapping[str, TroubleStart],
     policy: FailurePolicy,
     now: datetime,
 ) -> list[Failure]:
     """The held nodes (active or spare) not failed already whose troubles within the window
-    reach ``flapping.troubles``: failed as ``NodeFlapping``, detected when the last began."""
+    that restarted the workers reach ``flapping.troubles`` — counting the trouble a node is
+    in now (``troubled``: its entry), so that the one that would restart them once more is
+    answered as a failure instead: failed as ``NodeFlapping``, detected when the last
+    began."""
     out: list[Failure] = []
     for name in sorted(held):
         if name in failed or name not in nodes:
             continue
         recent = counted(history, name, policy, now)
+        current = troubled.get(name)
+        if current is not None and current not in recent:
+            recent = [*recent, current]
         if len(recent) < policy.flapping.troubles:
             continue
         last = parse_time(recent[-1].since) or now
         said = ", ".join(f"{e.reason} at {e.since}" for e in recent)
         message = (
-            f"node {name} flaps: {len(recent)} troubles began within "
+            f"node {name} flaps: {len(recent)} troubles that stopped its workers began within "
             f"{policy.flapping.window} ({said})"
         )
         out.append(

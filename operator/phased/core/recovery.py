@@ -253,11 +253,20 @@ def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> l
         policy=draft.spec.failure_policy,
         now=draft.now,
     )
-    draft.set(troubles=history)
     failed = {f.node for f in found.failures}
-    return flapping.failures(
-        history, held, draft.nodes, failed, draft.spec.failure_policy, draft.now
+    # The trouble each node is in now, as remembered (when it began).
+    began = {t.node: t.since for t in found.troubled}
+    current = {
+        e.node: e for e in history if e.node in began and format_time(began[e.node]) == e.since
+    }
+    flaps = flapping.failures(
+        history, held, draft.nodes, failed, current, draft.spec.failure_policy, draft.now
     )
+    for flap in flaps:  # the trouble it fails in stops its workers too
+        if flap.node in current:
+            history = flapping.blame(history, flap.node, began[flap.node])
+    draft.set(troubles=history)
+    return flaps
 
 
 def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
@@ -580,6 +589,7 @@ def tend_generation(draft: Draft) -> None:
     if not _count_restart(draft, worker_fault):
         return
     _charge_stop(draft, losses, pods)
+    _blame_troubles(draft, losses, pods)
     short = _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
     active = len(draft.held(NodeRole.ACTIVE))
     why = _why(losses)
@@ -670,6 +680,26 @@ def _charge_stop(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:
     interruptions.stopped(draft, min(starts), _why(losses))
 
 
+def _blame_troubles(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:
+    """Mark the troubles this restart came from (:func:`.flapping.blame`): of each node a
+    failed worker ended with, and of each node of the generation in trouble now (the
+    workers beside it failed with their lost peer). A node that fails now is answered as a
+    failure, not counted as a flap."""
+    bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+    created = [p.created for p in pods if p.created is not None]
+    blamed = {
+        node: min(created, default=draft.now)
+        for node in bound & (draft.suspect_nodes | draft.breaker_nodes)
+    }
+    for pod in losses.failed:
+        if pod.node_name and pod.created is not None and _ended_with_its_node(draft, pod):
+            blamed[pod.node_name] = pod.created
+    history = draft.status.troubles
+    for node, after in sorted(blamed.items()):
+        history = flapping.blame(history, node, after)
+    draft.set(troubles=history)
+
+
 def _trouble_began(draft: Draft, pod: PodInfo) -> datetime:
     """When the trouble the worker ended with began: the last one remembered on its node
     since the worker was created, else when the node was healthy again."""
@@ -733,6 +763,7 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
         if not _count_restart(draft, _code_fault(draft, losses, pods)):
             return True
         _charge_stop(draft, losses, pods)
+        _blame_troubles(draft, losses, pods)
         why = f"{why}; {_why(losses)}"
     draft.event(
         NORMAL,
