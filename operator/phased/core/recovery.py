@@ -655,7 +655,7 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     rendezvous to rejoin (:func:`rejoinable`)."""
     if not losses.failed or losses.by_node:
         return False
-    bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+    bound = _bound(pods)
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
         return False
     alone = bool(_succeeded(pods))
@@ -664,12 +664,17 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     )
 
 
+def _bound(pods: list[PodInfo]) -> set[str]:
+    """The nodes the generation's workers are on (each rank's newest attempt)."""
+    return {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+
+
 def _charge_stop(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:
     """The restart stopped training: a stop (:mod:`.interruptions`) from when its cause
     began, unless a ledger entry still open already runs until training resumes."""
     if any(e.resumed is None for e in draft.ledger):
         return
-    bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+    bound = _bound(pods)
     starts = [draft.now]
     troubled = [(s.node, s.since) for s in draft.status.suspects]
     troubled += [(h.node, h.since) for h in draft.status.breaker.held]
@@ -685,7 +690,7 @@ def _blame_troubles(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:
     failed worker ended with, and of each node of the generation in trouble now (the
     workers beside it failed with their lost peer). A node that fails now is answered as a
     failure, not counted as a flap."""
-    bound = {p.node_name for p in latest_attempts(live(pods)) if p.node_name}
+    bound = _bound(pods)
     created = [p.created for p in pods if p.created is not None]
     blamed = {
         node: min(created, default=draft.now)
