@@ -1,9 +1,12 @@
 """Liveness and readiness over HTTP, on their own port.
 
 ``/readyz`` answers 200 once the node view and the job list are loaded. ``/healthz`` answers
-200 while the operator keeps reconciling (a pass ran within three resync intervals) and its
-node watch is alive: a relist that keeps finding changes the watch never delivered means the
-stream is dead, and a restart is the cure kopf's own liveness probe would not notice.
+200 while the operator keeps reconciling (a pass ran within three resync intervals) and each
+of its node watches is alive: a relist that keeps finding changes a watch never delivered
+means that stream is dead, and a restart is the cure kopf's own liveness probe would not
+notice. Each watch is judged on its own events: with a nodeSelector there are two (the
+selector's, and the one keeping this installation's marked nodes in sight), and the first's
+steady traffic must not hide that the second has gone silent.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ class HealthServer:
         self._port = port
         self._host = host
         self._runner: web.AppRunner | None = None
-        self._corrections_seen = 0
-        self._stale_relists = 0
+        # Per node watch (kube.nodeview.NodeViews.views): corrections already judged, and how
+        # many relists in a row found changes while that watch had been quiet.
+        self._corrections_seen: dict[int, int] = {}
+        self._stale_relists: dict[int, int] = {}
 
     def alive(self) -> tuple[bool, str]:
         r = self._reconciler
@@ -31,14 +36,17 @@ class HealthServer:
         idle = time.monotonic() - r.last_pass_at
         if r.jobs and idle > 3 * resync + 60:
             return False, f"no reconcile pass for {idle:.0f}s"
-        if r.nodes.relist_corrections > self._corrections_seen:
-            self._corrections_seen = r.nodes.relist_corrections
-            watch_quiet = time.monotonic() - r.nodes.last_event_at > 2 * parse_duration(
-                r.settings.node_relist_interval
-            )
-            self._stale_relists = self._stale_relists + 1 if watch_quiet else 0
-        if self._stale_relists >= 2:
-            return False, "the node watch delivers nothing while relists find changes"
+        quiet_for = 2 * parse_duration(r.settings.node_relist_interval)
+        for index, view in enumerate(r.nodes.views):
+            if view.relist_corrections > self._corrections_seen.get(index, 0):
+                self._corrections_seen[index] = view.relist_corrections
+                quiet = time.monotonic() - view.last_event_at > quiet_for
+                stale = self._stale_relists.get(index, 0)
+                self._stale_relists[index] = stale + 1 if quiet else 0
+            if self._stale_relists.get(index, 0) >= 2:
+                which = r.nodes.selectors[index] or "every node"
+                why = f"the node watch ({which}) delivers nothing while relists find changes"
+                return False, why
         return True, "ok"
 
     async def _healthz(self, _: web.Request) -> web.Response:
