@@ -641,10 +641,14 @@ def _remade(draft: Draft, pods: list[PodInfo]) -> bool:
     — another image beside theirs, or, with a new ``launcher.port``, a rendezvous endpoint
     nobody listens on. Read from each worker's ``phased.dev/worker-spec`` label (a worker
     made before the label existed is taken as made from the spec as it is)."""
+    return any(made_before_edit(draft, p) for p in latest_attempts(live(pods)))
+
+
+def made_before_edit(draft: Draft, pod: PodInfo) -> bool:
+    """``pod`` was made from another worker spec than the running phase's as it is now (its
+    ``phased.dev/worker-spec`` label; none, from before the label existed: taken as not)."""
     now = worker_spec(draft.spec, draft.phase)
-    return any(
-        p.labels.get(labels.LABEL_WORKER_SPEC, now) != now for p in latest_attempts(live(pods))
-    )
+    return pod.labels.get(labels.LABEL_WORKER_SPEC, now) != now
 
 
 def _alone_note(draft: Draft, pods: list[PodInfo]) -> str:
