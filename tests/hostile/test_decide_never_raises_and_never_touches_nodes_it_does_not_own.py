@@ -338,7 +338,9 @@ def test_an_invalid_spec_gets_the_invalid_spec_condition_and_nothing_else(
     _check_plan(snapshot, plan)
     if snapshot.spec is None and not snapshot.job.deleting:
         assert snapshot.spec_error
-        assert plan.status.state == JobState.INVALID
+        ended = snapshot.status.state in (JobState.SUCCEEDED, JobState.FAILED)
+        # A job that has ended stays as it ended; any other is held Invalid.
+        assert plan.status.state == (snapshot.status.state if ended else JobState.INVALID)
         conds = [c for c in plan.status.conditions if c.type == "InvalidSpec"]
         assert [(c.status, c.reason) for c in conds] == [("True", "InvalidSpec")]
         assert all(isinstance(a, EmitEvent) for a in plan.actions)

@@ -49,6 +49,7 @@ OUR_LABEL_KEYS = {
     labels.LABEL_RESTARTS,
     labels.LABEL_WORKER_RESTARTS,
     labels.LABEL_REPORTING,
+    labels.LABEL_WORKER_SPEC,
     labels.LABEL_MANAGED_BY,
 }
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "-c"}

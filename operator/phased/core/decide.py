@@ -101,7 +101,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         return _invalid(snapshot, settings, "; ".join(problems), now)
     refused = edit_problems(spec, snapshot.status, snapshot.pods)
     if refused:
-        return _invalid(snapshot, settings, "; ".join(refused), now, keep_finished=True)
+        return _invalid(snapshot, settings, "; ".join(refused), now)
     draft = Draft.for_snapshot(snapshot, spec, settings, now)
     _start(draft)
     recover_ledger(draft)
@@ -493,21 +493,21 @@ def _message(draft: Draft, state: JobState) -> str:
 # --- jobs that are not running --------------------------------------------------------------
 
 
-def _invalid(
-    snapshot: Snapshot, settings: Settings, error: str, now: datetime, keep_finished: bool = False
-) -> Plan:
+def _invalid(snapshot: Snapshot, settings: Settings, error: str, now: datetime) -> Plan:
     """Invalid spec: say so (condition, one event per problem found), touch nothing else.
 
     Nothing else means nothing: running workers keep running, held nodes stay held, the
     position (phase, index, generation) and the history are kept as they were, so putting
     the spec back lets the job carry on where it was. A finished job stays Succeeded or
-    Failed (the condition still says what is wrong with the edit). The nodes it holds are
-    still charged (:func:`_charge_hold`). Only its need for nodes goes (``waiting_for``): a
-    job that cannot claim keeps no free node idle for itself in the line; mended, it
-    publishes again, and its place (priority, age) is where it was.
+    Failed whatever is wrong with the spec (the condition says what): taken for ``Invalid``,
+    the spec put back made it a job to run again (``_start``), so a Failed job claimed nodes
+    and started a new generation. The nodes it holds are still charged
+    (:func:`_charge_hold`). Only its need for nodes goes (``waiting_for``): a job that cannot
+    claim keeps no free node idle for itself in the line; mended, it publishes again, and its
+    place (priority, age) is where it was.
     """
     status, actions = _charge_hold(snapshot.status, settings, now)
-    state = status.state if keep_finished and status.state in TERMINAL else JobState.INVALID
+    state = status.state if status.state in TERMINAL else JobState.INVALID
     before = find(status.conditions, ConditionType.INVALID_SPEC)
     change = set_condition(
         status.conditions,

@@ -57,6 +57,9 @@ LABEL_WORKER_RESTARTS = f"{PREFIX}/worker-restarts"
 # "true" when the worker was made to report checkpoints (the report endpoint and token in its
 # environment), "false" otherwise: reports are judged only for workers that can make them.
 LABEL_REPORTING = f"{PREFIX}/reporting"
+# A digest of what the spec made the worker from (its phase's merged template, launcher and
+# checkpoint settings): a rank is replaced alone only beside peers made from the same.
+LABEL_WORKER_SPEC = f"{PREFIX}/worker-spec"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "phased"
 

@@ -7,9 +7,10 @@ generation: workers on a node that is no longer active are deleted (forced when 
 is gone), a Ready spare nearest the lost node is promoted for each missing active node
 (``SparePromoted``), and the lost ranks are restarted per ``restartScope`` (Gang: a new
 generation over the new active pool; Worker: a replacement of each lost rank, which the
-scheduler puts on the promoted node — unless a worker of the generation has succeeded, when
-the gang restarts, since a rank started alone could not rejoin it (:func:`rejoinable`), and
-not while the breaker holds, when the replacement waits). Without a spare the job restarts
+scheduler puts on the promoted node — unless a worker of the generation has succeeded, or
+the running phase's worker was edited since the generation was made, when the gang restarts,
+since a rank started alone could not rejoin it (:func:`rejoinable`), and not while the
+breaker holds, when the replacement waits). Without a spare the job restarts
 the gang at a smaller world size if at least ``nodes.min`` healthy active nodes remain
 (``SparesExhausted``), or waits for capacity. The spare pool is refilled afterwards (see
 :mod:`phased.core.sizing`).
@@ -85,7 +86,7 @@ from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.selector import selects
 from phased.core.times import format_time, parse_time
-from phased.core.workers import Worker
+from phased.core.workers import Worker, worker_spec
 
 
 def _next_id(draft: Draft) -> int:
@@ -601,9 +602,8 @@ def tend_generation(draft: Draft) -> None:
         draft.condition(ConditionType.SPARES_EXHAUSTED, True, "NoSpare", message, WARNING)
         gang_restart(draft, why)
         return
-    done = _succeeded(pods)
-    if draft.spec.failure_policy.restart_scope == RestartScope.GANG or done:
-        gang_restart(draft, why + _alone_note(draft, done))
+    if not rejoinable(draft, pods):
+        gang_restart(draft, why + _alone_note(draft, pods))
         return
     ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
     replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
@@ -624,23 +624,48 @@ def _succeeded(pods: list[PodInfo]) -> list[int]:
 def rejoinable(draft: Draft, pods: list[PodInfo]) -> bool:
     """A rank started again alone can rejoin the generation ``pods`` belong to.
 
-    Only with ``restartScope: Worker`` (torchrun over an elastic c10d rendezvous), and only
+    Only with ``restartScope: Worker`` (torchrun over an elastic c10d rendezvous), only
     while no worker of the generation has succeeded: a worker that succeeded has left the
     rendezvous for good (its agent is gone, rank 0's with the rendezvous store), so a rank
     started alone beside it waits out the rendezvous timeout and fails, again at every
-    replacement. The gang restarts instead: a new generation of every rank, from the last
-    checkpoint."""
+    replacement; and only while the generation's workers were made from the running phase's
+    worker as the spec has it now (:func:`_remade`). The gang restarts instead: a new
+    generation of every rank, from the last checkpoint."""
     scope = draft.spec.failure_policy.restart_scope
-    return scope == RestartScope.WORKER and not _succeeded(pods)
+    return scope == RestartScope.WORKER and not _succeeded(pods) and not _remade(draft, pods)
 
 
-def _alone_note(draft: Draft, done: list[int]) -> str:
-    if draft.spec.failure_policy.restart_scope == RestartScope.GANG or not done:
+def _remade(draft: Draft, pods: list[PodInfo]) -> bool:
+    """The running phase's worker (template, launcher, checkpoint settings) was edited since
+    the generation's workers were made: a rank made now would not be made as its peers were
+    — another image beside theirs, or, with a new ``launcher.port``, a rendezvous endpoint
+    nobody listens on. Read from each worker's ``phased.dev/worker-spec`` label (a worker
+    made before the label existed is taken as made from the spec as it is)."""
+    return any(made_before_edit(draft, p) for p in latest_attempts(live(pods)))
+
+
+def made_before_edit(draft: Draft, pod: PodInfo) -> bool:
+    """``pod`` was made from another worker spec than the running phase's as it is now (its
+    ``phased.dev/worker-spec`` label; none, from before the label existed: taken as not)."""
+    now = worker_spec(draft.spec, draft.phase)
+    return pod.labels.get(labels.LABEL_WORKER_SPEC, now) != now
+
+
+def _alone_note(draft: Draft, pods: list[PodInfo]) -> str:
+    if draft.spec.failure_policy.restart_scope == RestartScope.GANG:
         return ""
-    return (
-        f"; rank(s) {', '.join(map(str, done))} already succeeded, so a rank started alone "
-        "could not rejoin them"
-    )
+    done = _succeeded(pods)
+    if done:
+        return (
+            f"; rank(s) {', '.join(map(str, done))} already succeeded, so a rank started "
+            "alone could not rejoin them"
+        )
+    if _remade(draft, pods):
+        return (
+            f"; phase {draft.phase.name}'s worker was edited since its workers were made, so "
+            "every rank starts again from the edit"
+        )
+    return ""
 
 
 def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:

@@ -14,9 +14,13 @@ the stuck ranks recreated (``Worker``, while they can rejoin their generation:
 :func:`phased.core.recovery.rejoinable`; not while the breaker holds) — and then the job
 fails with reason ``WorkersStuckPending``, since a bad image or a worker that fits no node
 does not mend by waiting. The retries count as restarts, not against ``restartBudget``
-(which counts workers failing on healthy nodes). Until the grace runs out decide asks to be
-called again when it would. ``WorkersPending`` turns False once no worker of the generation
-is Pending.
+(which counts workers failing on healthy nodes). A start stuck on workers all made from a
+worker spec the job no longer has (:func:`phased.core.recovery.made_before_edit`: the image,
+a pull secret, the resources were edited while they waited) is not a failed start of the
+spec as it is: it is retried from the edit and spends no retry (before, the job failed at
+the grace of its last retry though the fix had never been tried). Until the grace runs out
+decide asks to be called again when it would. ``WorkersPending`` turns False once no worker
+of the generation is Pending.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from phased.core.conditions import ConditionType
 from phased.core.draft import WARNING, Draft
 from phased.core.model import DeletePod, PodInfo, PodPhase
 from phased.core.phases import fail, generation_pods, live, world_of
-from phased.core.recovery import gang_restart, rejoinable, replace_ranks
+from phased.core.recovery import gang_restart, made_before_edit, rejoinable, replace_ranks
 
 
 def _why(pod: PodInfo) -> str:
@@ -80,7 +84,8 @@ def tend_starts(draft: Draft) -> None:
         event_reason="WorkersStuckPending",
     )
     used = draft.record.pending_restarts
-    if used >= policy.pending_restarts:
+    edited = all(made_before_edit(draft, p) for p in stuck)
+    if used >= policy.pending_restarts and not edited:
         fail(
             draft,
             "WorkersStuckPending",
@@ -92,9 +97,16 @@ def tend_starts(draft: Draft) -> None:
     alone = rejoinable(draft, pods)
     if alone and draft.breaker_nodes:
         return  # no worker is created while the breaker holds: the ranks' retry waits
-    draft.update_record(pending_restarts=used + 1, restarts=draft.record.restarts + 1)
+    draft.update_record(
+        pending_restarts=used + (0 if edited else 1), restarts=draft.record.restarts + 1
+    )
     draft.set(restarts=draft.status.restarts + 1)
-    why = f"worker(s) stuck Pending: {', '.join(p.name for p in stuck)}"
+    why = f"worker(s) stuck Pending: {', '.join(p.name for p in stuck)}" + (
+        f" (made before an edit of phase {draft.phase.name}'s worker: retried from the edit, "
+        "spending no retry)"
+        if edited
+        else ""
+    )
     if not alone:
         gang_restart(draft, why)
         return

@@ -31,7 +31,8 @@ report-token Secret is mounted read-only at ``REPORT_MOUNT`` (volume ``phased-re
 ``PHASED_REPORT_URL`` / ``PHASED_REPORT_TOKEN_FILE`` tell the worker helper
 (``phased_worker``) where to report, and the label ``phased.dev/reporting`` says whether the
 worker was made so (``true``/``false``: reports are judged only for workers that can make
-them); when the phase has a reported checkpoint,
+them), and the label ``phased.dev/worker-spec`` is a digest of what the spec made it from
+(:func:`worker_spec`); when the phase has a reported checkpoint,
 ``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from. A
 template may not use these volume names nor mount anything at ``REPORT_MOUNT``.
 """
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +123,27 @@ def service_manifest(job: JobRef) -> dict[str, Any]:
     }
 
 
+def worker_spec(spec: TrainingJobSpec, phase: Phase) -> str:
+    """A digest of what ``spec`` makes every worker of ``phase`` from, whatever its rank,
+    generation or attempt: the merged template (image, env, volumes, resources, tolerations,
+    affinity terms, labels, annotations...), the launcher, the GPUs per node and the
+    checkpoint settings it is given. ``checkpoint.report`` is left out: whether a worker can
+    report has its own label and rule (:mod:`phased.core.checkpoints`), and
+    ``checkpoint.finalTimeout`` is the operator's alone."""
+    pod = spec.worker_pod(phase)
+    made = {
+        "labels": pod.labels,
+        "annotations": pod.annotations,
+        "spec": pod.spec,
+        "launcher": spec.launcher_of(phase).model_dump(mode="json", by_alias=True),
+        "gpusPerNode": phase.gpus_per_node,
+        "checkpoint": spec.checkpoint.model_dump(
+            mode="json", by_alias=True, exclude={"report", "final_timeout"}
+        ),
+    }
+    return hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Worker:
     """Everything that makes one worker pod."""
@@ -166,6 +189,7 @@ class Worker:
             labels.LABEL_RESTARTS: str(self.restarts),
             labels.LABEL_WORKER_RESTARTS: str(self.worker_restarts),
             labels.LABEL_REPORTING: "true" if self.reporting else "false",
+            labels.LABEL_WORKER_SPEC: worker_spec(self.spec, self.phase),
             labels.LABEL_MANAGED_BY: labels.MANAGED_BY,
         }
 

@@ -1,0 +1,93 @@
+"""Workers stuck Pending past ``pendingGrace`` are a failed start, retried
+``pendingRestarts`` times per phase before the job fails. A start stuck on workers made from
+a worker spec the job no longer has — the person fixed the image (or the pull secret, the
+resources...) while they waited — is not a failed start of the spec as it is: it is retried
+from the edit, and spends no retry. Before, the job failed at the grace of the second stuck
+start though its fix had never been tried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from phased.api.v1alpha1 import JobState, TrainingJobSpec, parse_spec
+from phased.core.model import PodPhase
+from phased.core.workers import worker_spec
+from tests.core.builders import Cluster, events, node, phase, spec
+
+GRACE = 600  # the default pendingGrace
+
+
+def _edit(the_spec: TrainingJobSpec, image: str) -> TrainingJobSpec:
+    raw: dict[str, Any] = the_spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw["template"]["image"] = image
+    return parse_spec(raw)
+
+
+class _Pulls:
+    """A cluster whose nodes cannot pull the workers made from ``bad`` specs."""
+
+    def __init__(self) -> None:
+        self.cluster = Cluster(
+            spec(phase("train", 2, 2), template={"image": "registry.example/llm:typo"}),
+            {f"n{i}": node(f"n{i}") for i in range(3)},
+        )
+        self.bad = {self._digest()}
+
+    def _digest(self) -> str:
+        return worker_spec(self.cluster.the_spec, self.cluster.the_spec.phases[0])
+
+    def step(self) -> list[str]:
+        plan = self.cluster.step()
+        for name, p in list(self.cluster.pods.items()):
+            if p.labels.get("phased.dev/worker-spec") in self.bad and p.phase == PodPhase.RUNNING:
+                self.cluster.pods[name] = replace(
+                    p, phase=PodPhase.PENDING, waiting_reason="ImagePullBackOff"
+                )
+        return events(plan)
+
+    def steps(self, count: int = 3) -> list[str]:
+        return [e for _ in range(count) for e in self.step()]
+
+    def edit(self, image: str, bad: bool) -> None:
+        self.cluster.the_spec = _edit(self.cluster.the_spec, image)
+        if bad:
+            self.bad.add(self._digest())
+
+
+def test_a_fix_made_while_the_last_retry_waits_is_tried_and_runs() -> None:
+    pulls = _Pulls()
+    pulls.steps()
+    pulls.cluster.advance(GRACE + 1)
+    assert "WorkersStuckPending" in pulls.steps()  # the one retry allowed is spent
+    cluster = pulls.cluster
+    assert cluster.status.phases[0].pending_restarts == 1
+    assert cluster.status.restart_generation == 1
+
+    cluster.advance(GRACE / 2)
+    pulls.edit("registry.example/llm:1", bad=False)  # fixed while the retry waits
+    pulls.steps()
+    cluster.advance(GRACE / 2 + 1)
+    said = pulls.steps()
+    assert cluster.status.state != JobState.FAILED, cluster.status.message
+    assert "WorkersRestarted" in said
+    assert cluster.status.restart_generation == 2
+    assert cluster.status.phases[0].pending_restarts == 1  # the retry from the edit is free
+    assert cluster.status.state == JobState.RUNNING
+    assert len(cluster.running()) == 2
+
+
+def test_an_edit_that_is_stuck_too_spends_the_retries_and_fails() -> None:
+    pulls = _Pulls()
+    pulls.steps()
+    pulls.cluster.advance(GRACE + 1)
+    pulls.steps()
+    pulls.edit("registry.example/llm:typo2", bad=True)  # another bad image
+    pulls.cluster.advance(GRACE + 1)
+    pulls.steps()  # the start stuck before the edit: retried from the edit, free
+    assert pulls.cluster.status.state != JobState.FAILED
+    assert pulls.cluster.status.restart_generation == 2
+    pulls.cluster.advance(GRACE + 1)
+    assert "WorkersStuckPending" in pulls.steps()  # the edit's own start: no retry left
+    assert pulls.cluster.status.state == JobState.FAILED
