@@ -29,9 +29,11 @@ plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min`
 it holds nothing (it gives back what it held), says so in ``CapacityShort`` and publishes
 ``waiting_for`` (its ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
 that has started before (re-forming after a failure) and a running generation's spare refill
-never wait in line. After ``admission.waitTimeout`` of waiting (counted from
-``CapacityShort``'s transition) the job gets ``AdmissionTimedOut`` and a Warning event and
-keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
+never wait in line to make up the pool they ran with; a restart growing the pool beyond
+it takes only what the waiting jobs ahead leave (:func:`_owed`). After
+``admission.waitTimeout`` of waiting (counted from ``CapacityShort``'s transition) the job
+gets ``AdmissionTimedOut`` and a Warning event and keeps its place (``onTimeout: Wait``), or
+fails (``onTimeout: Fail``).
 Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
 tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
 
@@ -206,8 +208,23 @@ def _started(draft: Draft) -> bool:
     return draft.record.start_time is not None
 
 
+def _owed(draft: Draft) -> int:
+    """Free nodes a phase re-forming after a restart takes whatever the line: what makes up
+    the pool it ran with — its running world (at least ``nodes.min``) and its spares. None
+    for a phase that has not started: all it takes is admitted in line."""
+    if not _started(draft):
+        return 0
+    pool = max(draft.status.world_size, draft.phase.nodes.min) + draft.spec.spares.count
+    held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
+    return max(0, pool - held)
+
+
 def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
+
+    A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with)
+    whatever the line, nearest first; what it would grow by beyond that, like all a phase
+    being admitted takes, is only what the waiting jobs ahead of it leave.
 
     A CPU phase allowed GPU nodes (``cpu.allowGpuNodes``) may take the free GPU nodes too,
     so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
@@ -216,15 +233,15 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     free = free_matching(
         _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
     )
-    if _started(draft):
-        return free, 0
-    me = _me(draft, type_key, 1)
     ordered = nearest_first(free, _anchors(draft, free))
-    kept = _kept_for_gpu_jobs(draft, me, ordered) if type_key == CPU_TYPE else set()
-    rest = [n for n in ordered if n.name not in kept]
+    owed = _owed(draft)
+    me = _me(draft, type_key, 1)
+    beyond = ordered[owed:]
+    kept = _kept_for_gpu_jobs(draft, me, beyond) if type_key == CPU_TYPE else set()
+    rest = [n for n in beyond if n.name not in kept]
     reserved = reserved_ahead(me, draft.snap.waiting, type_key)
     keep = max(0, len(rest) - reserved)
-    return rest[:keep], len(kept) + min(reserved, len(rest))
+    return ordered[:owed] + rest[:keep], len(kept) + min(reserved, len(rest))
 
 
 def _kept_for_gpu_jobs(draft: Draft, me: Claimant, ordered: list[NodeInfo]) -> set[str]:
