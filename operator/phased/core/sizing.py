@@ -244,15 +244,21 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     return ordered[:owed] + rest[:keep], len(kept) + min(reserved, len(rest))
 
 
-def _kept_for_gpu_jobs(draft: Draft, me: Claimant, ordered: list[NodeInfo]) -> set[str]:
+def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo]) -> set[str]:
     """The free GPU nodes among a CPU phase's candidates (``ordered`` nearest first) that
-    GPU jobs ahead of it in line wait for: per GPU type, as many as they want of it, the
-    farthest from this job's pool first. None when CPU phases may not hold GPU nodes."""
+    GPU jobs ahead of ``me`` in line wait for (``None``: every waiting GPU job, whatever its
+    place): per GPU type, as many as they want of it, the farthest from this job's pool
+    first. None when CPU phases may not hold GPU nodes."""
     if not draft.settings.cpu.allow_gpu_nodes:
         return set()
     kept: set[str] = set()
+    uid = draft.snap.job.uid
     for gpu in draft.settings.gpu_types:
-        wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
+        if me is None:
+            others = (c for c in draft.snap.waiting if c.uid != uid)
+            wanted = sum(c.wants.get(gpu.value, 0) for c in others)
+        else:
+            wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
         of_type = [n for n in ordered if has_type_labels(n, gpu.value, draft.settings)]
         kept.update(n.name for n in of_type[len(of_type) - min(wanted, len(of_type)) :])
     return kept
@@ -483,7 +489,9 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     """While a generation runs: spares back up to ``spares.count``, none beyond the cap.
 
     A running job refills from any free matching node: jobs waiting in line do not hold
-    back the spares that keep a running one whole."""
+    back the spares that keep a running one whole. A CPU phase allowed GPU nodes takes none
+    a waiting GPU job wants, though, whatever its place in line (:func:`_kept_for_gpu_jobs`):
+    a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
     for node in draft.held(NodeRole.SPARE):
         if not has_type_labels(node, type_key, draft.settings):
             _release(draft, node)
@@ -494,6 +502,9 @@ def refill_spares(draft: Draft, type_key: str) -> None:
         free = free_matching(
             _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
         )
+        if type_key == CPU_TYPE:
+            kept = _kept_for_gpu_jobs(draft, None, nearest_first(free, _anchors(draft, free)))
+            free = [n for n in free if n.name not in kept]
     # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
     # failures, or for a finishing generation's boundary): it sorts actives from spares, and
     # the spares are kept for it meanwhile.
