@@ -80,6 +80,7 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
 )
+from phased.core.occupancy import LOOK_AGAIN_SECONDS, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.phases import (
     ENDED,
@@ -101,6 +102,7 @@ from phased.core.pools import (
     gpu_kind,
     gpu_resource,
     has_type_labels,
+    is_free,
     matches,
     nearest_first,
     reserved_ahead,
@@ -180,6 +182,7 @@ def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
 def _surface_left_alone(draft: Draft, type_key: str, short: bool) -> None:
     if not short:
         return
+    _look_again_at_leaving(draft, type_key)
     found = left_alone(draft, type_key)
     if not found:
         return
@@ -191,6 +194,25 @@ def _surface_left_alone(draft: Draft, type_key: str, short: bool) -> None:
         f"{len(found)} {_label(type_key)} node(s) not claimed for phase {draft.phase.name}: "
         f"{named}{more}",
     )
+
+
+def _look_again_at_leaving(draft: Draft, type_key: str) -> None:
+    """The job would take more nodes of its type: a node of it kept out only by pods of
+    others on their way out (:func:`phased.core.occupancy.leaving`) is looked at again
+    within seconds — nothing else would wake the job when they are gone — by asking to be
+    woken then (the reconciler forgets such a node's pods as soon, and lists them anew)."""
+    gpus = draft.phase.gpus_per_node
+    for name, pods in draft.snap.node_pods.items():
+        node = draft.nodes.get(name)
+        if (
+            name in draft.occupied
+            and node is not None
+            and is_free(node, draft.tolerations)
+            and matches(node, type_key, gpus, draft.settings)
+            and leaving(pods, draft.settings)
+        ):
+            draft.later(LOOK_AGAIN_SECONDS)
+            return
 
 
 def _label(type_key: str) -> str:
