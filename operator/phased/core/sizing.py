@@ -130,7 +130,10 @@ def phase_type(draft: Draft) -> str:
         return chosen
     # It waits: for a type the cluster has enough nodes of, if any (counted only now).
     gpus = draft.phase.gpus_per_node
-    totals = {k: type_total(draft.nodes.values(), k, gpus, draft.settings) for k in keys}
+    totals = {
+        k: type_total(draft.nodes.values(), k, gpus, draft.settings, draft.tolerations)
+        for k in keys
+    }
     return choose_type(draft.phase, held, free, draft.settings, totals)[0]
 
 
@@ -458,10 +461,14 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
     """The phase cannot have its ``nodes.min`` now: say why, join the line, mind the timeout."""
     phase = draft.phase
     need = phase.nodes.min
-    total = type_total(draft.nodes.values(), type_key, phase.gpus_per_node, draft.settings)
+    nodes, gpus = draft.nodes.values(), phase.gpus_per_node
+    total = type_total(nodes, type_key, gpus, draft.settings, draft.tolerations)
     label = _label(type_key)
     if total < need:
         detail = f"the cluster has only {total} such nodes"
+        tainted = type_total(nodes, type_key, gpus, draft.settings, None) - total
+        if tainted:
+            detail += f" ({tainted} more carry taints its workers do not tolerate)"
         draft.set(waiting_for={})  # it could never start as things stand: block nobody
     else:
         detail = f"{could} could be claimed now" + (
