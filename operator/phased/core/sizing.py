@@ -235,7 +235,7 @@ def _started(draft: Draft) -> bool:
 
 def _owed(draft: Draft) -> int:
     """Free nodes a phase re-forming after a restart takes whatever the line: what makes up
-    the pool it ran with — its running world (at least ``nodes.min``) and its spares. None
+    the pool it ran with — its running world (at least ``nodes.min``) and its spares. Nothing
     for a phase that has not started: all it takes is admitted in line."""
     if not _started(draft):
         return 0
