@@ -68,7 +68,7 @@ from phased.core.model import (
     Snapshot,
     UnquarantineNode,
 )
-from phased.core.occupancy import blocking, displaceable
+from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.podlabels import label_int
 from phased.core.quarantine import QuarantineNote, encode_quarantine
@@ -277,7 +277,8 @@ class Reconciler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._resync = parse_duration(settings.resync_interval)
         # Pods seen on nodes found occupied: (monotonic time, pods). Kept for a resync
-        # interval, so decide does not pick them again at once; then looked at afresh.
+        # interval (LOOK_AGAIN_SECONDS when all were being deleted), so decide does not pick
+        # them again at once; then looked at afresh.
         self.occupied: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         self._posted: dict[tuple[str, str, str], float] = {}
         # Pods listed on a claim candidate just before the plan was acted on: (time, pods).
@@ -556,10 +557,13 @@ class Reconciler:
 
     async def _node_pods(self, job: JobRef) -> dict[str, tuple[NodePod, ...]]:
         """Pods on the job's nodes being cleared (fresh), and on nodes recently found
-        occupied (remembered for a resync interval)."""
+        occupied (remembered for a resync interval; only ``LOOK_AGAIN_SECONDS`` when every
+        pod keeping the node out was on its way out, so that the pass decide asks for then
+        looks at it afresh)."""
         now = time.monotonic()
-        for name, (seen, _) in list(self.occupied.items()):
-            if now - seen > self._resync:
+        for name, (seen, pods) in list(self.occupied.items()):
+            soon = leaving(pods, self.settings)
+            if now - seen > (LOOK_AGAIN_SECONDS if soon else self._resync):
                 del self.occupied[name]
         found = {name: pods for name, (_, pods) in self.occupied.items()}
         for node in self.nodes.all():

@@ -8,7 +8,9 @@ file and nothing can evict it), or when it has finished (Succeeded or Failed).
 until it is gone: it holds the node's GPUs for as long as its grace period lets it stop
 (another job's worker given a long one to write its checkpoint), the scheduler counts it
 until then, and a worker of the job created beside it would wait Pending, past
-``pendingGrace`` if the grace is longer (a failed start that was no one's fault). The
+``pendingGrace`` if the grace is longer (a failed start that was no one's fault). A node
+kept out only by such pods is looked at again within seconds (:data:`LOOK_AGAIN_SECONDS`),
+not after a resync interval as one with a pod that stays. The
 exception is pods of a PriorityClass listed in ``settings.preemptiblePriorityClasses``: the
 cluster admin declared those displaceable, and a node holding them is claimed and cleared.
 The operator's own pod always keeps its node out (it is never displaced), whatever its
@@ -59,6 +61,19 @@ def preemptible(pod: NodePod, settings: Settings) -> bool:
 def blocking(pods: Iterable[NodePod], settings: Settings) -> list[NodePod]:
     """The pods that keep their node from being claimed."""
     return [p for p in pods if counts(p) and not preemptible(p, settings)]
+
+
+# A node kept out only by pods on their way out is looked at again this soon: nothing else
+# says when they are gone (their going changes no node, and their watch events, if Phased
+# watches them at all, wake only their own job).
+LOOK_AGAIN_SECONDS = 5.0
+
+
+def leaving(pods: Iterable[NodePod], settings: Settings) -> bool:
+    """Pods keep their node out, and every one of them is being deleted: the node will be
+    free once they are gone (their grace), so it is worth a look within seconds."""
+    busy = blocking(pods, settings)
+    return bool(busy) and all(p.deleting for p in busy)
 
 
 def displaceable(pods: Iterable[NodePod], settings: Settings) -> list[NodePod]:

@@ -223,10 +223,19 @@ def timed_out(draft: Draft) -> bool:
 
 
 def fail(draft: Draft, reason: str, message: str) -> None:
-    """The job fails: the phase and the job are Failed, the condition and event say why."""
+    """The job fails: the phase and the job are Failed, the condition and event say why.
+
+    It leaves the line at once (``waiting_for`` cleared): a job failed while it waited for
+    capacity (``admission.onTimeout: Fail``) published its need in the same pass, and the
+    jobs behind it kept free nodes for it until a later pass settled it."""
     draft.update_record(state=PhaseState.FAILED, end_time=format_time(draft.now))
     close_open_failures(draft)
-    draft.set(state=JobState.FAILED, completion_time=format_time(draft.now), message=message)
+    draft.set(
+        state=JobState.FAILED,
+        completion_time=format_time(draft.now),
+        message=message,
+        waiting_for={},
+    )
     draft.condition(ConditionType.FAILED, True, reason, message, WARNING, event_reason=reason)
 
 

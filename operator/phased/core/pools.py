@@ -20,10 +20,12 @@ and claims it all at once, or holds nothing (it gives back what it held for the 
 line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
 ahead that waits for the type reserves the nodes it still needs (a CPU phase allowed GPU
 nodes also leaves the GPU nodes that GPU jobs ahead of it wait for: ``sizing._available``).
-A job whose ``nodes.min`` exceeds every node of each type it accepts in the cluster reserves
-nothing (it could never start, and must not block those that can); one that accepts several
+A job whose ``nodes.min`` exceeds every node of each type it accepts in the cluster (that its
+workers tolerate: :func:`type_total`) reserves nothing (it could never start, and must not
+block those that can); one that accepts several
 types waits for one the cluster has enough of (:func:`choose_type`). Spare refills of running
-jobs, and a started phase re-forming after a failure, never wait in line.
+jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
+they ran with; growing beyond it, they take only what the jobs ahead leave.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from phased.core.model import Claimant, NodeInfo
 from phased.core.ownership import marks
 from phased.core.selector import selects
 from phased.core.settings import Settings
-from phased.core.tolerations import Toleration, untolerated
+from phased.core.tolerations import Toleration, foreign_blocking, untolerated
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
 _FAR = 3  # topology distance between nodes with nothing in common
@@ -255,16 +257,24 @@ def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> 
 
 
 def type_total(
-    nodes: Iterable[NodeInfo], type_key: str, gpus_per_node: int, settings: Settings
+    nodes: Iterable[NodeInfo],
+    type_key: str,
+    gpus_per_node: int,
+    settings: Settings,
+    tolerations: Sequence[Toleration] | None,
 ) -> int:
-    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones and those
-    out of the operator's ``nodeSelector`` excepted: the most a phase of this type could
-    ever be given as the cluster stands."""
+    """Nodes of ``type_key`` in the cluster, whoever holds them, quarantined ones, those
+    out of the operator's ``nodeSelector`` and those someone tainted that the phase's
+    workers (``tolerations``; ``None``: taints not judged) do not tolerate excepted (a
+    group dedicated to another team; not Phased's own taints on the nodes jobs hold, nor
+    those the node controllers derive from a node's health or a cordon: they come and go):
+    the most a phase of this type could ever be given as the cluster stands."""
     return sum(
         1
         for n in nodes
         if n.labels.get(labels.LABEL_ROLE) != "quarantined"
         and selects(settings.node_selector, n.labels)
+        and (tolerations is None or not foreign_blocking(n, tolerations))
         and matches(n, type_key, gpus_per_node, settings)
     )
 

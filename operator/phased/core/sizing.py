@@ -29,9 +29,11 @@ plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min`
 it holds nothing (it gives back what it held), says so in ``CapacityShort`` and publishes
 ``waiting_for`` (its ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
 that has started before (re-forming after a failure) and a running generation's spare refill
-never wait in line. After ``admission.waitTimeout`` of waiting (counted from
-``CapacityShort``'s transition) the job gets ``AdmissionTimedOut`` and a Warning event and
-keeps its place (``onTimeout: Wait``), or fails (``onTimeout: Fail``).
+never wait in line to make up the pool they ran with; a restart growing the pool beyond
+it takes only what the waiting jobs ahead leave (:func:`_owed`). After
+``admission.waitTimeout`` of waiting (counted from ``CapacityShort``'s transition) the job
+gets ``AdmissionTimedOut`` and a Warning event and keeps its place (``onTimeout: Wait``), or
+fails (``onTimeout: Fail``).
 Below ``min`` the job waits: ``CapacityShort`` says what is missing and ``waiting_for``
 tells other jobs' reconcilers; a job not first in line for the type gives its nodes back.
 
@@ -78,6 +80,7 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
 )
+from phased.core.occupancy import LOOK_AGAIN_SECONDS, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.phases import (
     ENDED,
@@ -99,6 +102,7 @@ from phased.core.pools import (
     gpu_kind,
     gpu_resource,
     has_type_labels,
+    is_free,
     matches,
     nearest_first,
     reserved_ahead,
@@ -126,7 +130,10 @@ def phase_type(draft: Draft) -> str:
         return chosen
     # It waits: for a type the cluster has enough nodes of, if any (counted only now).
     gpus = draft.phase.gpus_per_node
-    totals = {k: type_total(draft.nodes.values(), k, gpus, draft.settings) for k in keys}
+    totals = {
+        k: type_total(draft.nodes.values(), k, gpus, draft.settings, draft.tolerations)
+        for k in keys
+    }
     return choose_type(draft.phase, held, free, draft.settings, totals)[0]
 
 
@@ -178,6 +185,7 @@ def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
 def _surface_left_alone(draft: Draft, type_key: str, short: bool) -> None:
     if not short:
         return
+    _look_again_at_leaving(draft, type_key)
     found = left_alone(draft, type_key)
     if not found:
         return
@@ -189,6 +197,25 @@ def _surface_left_alone(draft: Draft, type_key: str, short: bool) -> None:
         f"{len(found)} {_label(type_key)} node(s) not claimed for phase {draft.phase.name}: "
         f"{named}{more}",
     )
+
+
+def _look_again_at_leaving(draft: Draft, type_key: str) -> None:
+    """The job would take more nodes of its type: a node of it kept out only by pods of
+    others on their way out (:func:`phased.core.occupancy.leaving`) is looked at again
+    within seconds — nothing else would wake the job when they are gone — by asking to be
+    woken then (the reconciler forgets such a node's pods as soon, and lists them anew)."""
+    gpus = draft.phase.gpus_per_node
+    for name, pods in draft.snap.node_pods.items():
+        node = draft.nodes.get(name)
+        if (
+            name in draft.occupied
+            and node is not None
+            and is_free(node, draft.tolerations)
+            and matches(node, type_key, gpus, draft.settings)
+            and leaving(pods, draft.settings)
+        ):
+            draft.later(LOOK_AGAIN_SECONDS)
+            return
 
 
 def _label(type_key: str) -> str:
@@ -206,8 +233,23 @@ def _started(draft: Draft) -> bool:
     return draft.record.start_time is not None
 
 
+def _owed(draft: Draft) -> int:
+    """Free nodes a phase re-forming after a restart takes whatever the line: what makes up
+    the pool it ran with — its running world (at least ``nodes.min``) and its spares. Nothing
+    for a phase that has not started: all it takes is admitted in line."""
+    if not _started(draft):
+        return 0
+    pool = max(draft.status.world_size, draft.phase.nodes.min) + draft.spec.spares.count
+    held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
+    return max(0, pool - held)
+
+
 def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
+
+    A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with)
+    whatever the line, nearest first; what it would grow by beyond that, like all a phase
+    being admitted takes, is only what the waiting jobs ahead of it leave.
 
     A CPU phase allowed GPU nodes (``cpu.allowGpuNodes``) may take the free GPU nodes too,
     so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
@@ -216,26 +258,32 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     free = free_matching(
         _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
     )
-    if _started(draft):
-        return free, 0
-    me = _me(draft, type_key, 1)
     ordered = nearest_first(free, _anchors(draft, free))
-    kept = _kept_for_gpu_jobs(draft, me, ordered) if type_key == CPU_TYPE else set()
-    rest = [n for n in ordered if n.name not in kept]
+    owed = _owed(draft)
+    me = _me(draft, type_key, 1)
+    beyond = ordered[owed:]
+    kept = _kept_for_gpu_jobs(draft, me, beyond) if type_key == CPU_TYPE else set()
+    rest = [n for n in beyond if n.name not in kept]
     reserved = reserved_ahead(me, draft.snap.waiting, type_key)
     keep = max(0, len(rest) - reserved)
-    return rest[:keep], len(kept) + min(reserved, len(rest))
+    return ordered[:owed] + rest[:keep], len(kept) + min(reserved, len(rest))
 
 
-def _kept_for_gpu_jobs(draft: Draft, me: Claimant, ordered: list[NodeInfo]) -> set[str]:
+def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo]) -> set[str]:
     """The free GPU nodes among a CPU phase's candidates (``ordered`` nearest first) that
-    GPU jobs ahead of it in line wait for: per GPU type, as many as they want of it, the
-    farthest from this job's pool first. None when CPU phases may not hold GPU nodes."""
+    GPU jobs ahead of ``me`` in line wait for (``None``: every waiting GPU job, whatever its
+    place): per GPU type, as many as they want of it, the farthest from this job's pool
+    first. None when CPU phases may not hold GPU nodes."""
     if not draft.settings.cpu.allow_gpu_nodes:
         return set()
     kept: set[str] = set()
+    uid = draft.snap.job.uid
     for gpu in draft.settings.gpu_types:
-        wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
+        if me is None:
+            others = (c for c in draft.snap.waiting if c.uid != uid)
+            wanted = sum(c.wants.get(gpu.value, 0) for c in others)
+        else:
+            wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
         of_type = [n for n in ordered if has_type_labels(n, gpu.value, draft.settings)]
         kept.update(n.name for n in of_type[len(of_type) - min(wanted, len(of_type)) :])
     return kept
@@ -413,10 +461,14 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
     """The phase cannot have its ``nodes.min`` now: say why, join the line, mind the timeout."""
     phase = draft.phase
     need = phase.nodes.min
-    total = type_total(draft.nodes.values(), type_key, phase.gpus_per_node, draft.settings)
+    nodes, gpus = draft.nodes.values(), phase.gpus_per_node
+    total = type_total(nodes, type_key, gpus, draft.settings, draft.tolerations)
     label = _label(type_key)
     if total < need:
         detail = f"the cluster has only {total} such nodes"
+        tainted = type_total(nodes, type_key, gpus, draft.settings, None) - total
+        if tainted:
+            detail += f" ({tainted} more carry taints its workers do not tolerate)"
         draft.set(waiting_for={})  # it could never start as things stand: block nobody
     else:
         detail = f"{could} could be claimed now" + (
@@ -466,7 +518,9 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     """While a generation runs: spares back up to ``spares.count``, none beyond the cap.
 
     A running job refills from any free matching node: jobs waiting in line do not hold
-    back the spares that keep a running one whole."""
+    back the spares that keep a running one whole. A CPU phase allowed GPU nodes takes none
+    a waiting GPU job wants, though, whatever its place in line (:func:`_kept_for_gpu_jobs`):
+    a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
     for node in draft.held(NodeRole.SPARE):
         if not has_type_labels(node, type_key, draft.settings):
             _release(draft, node)
@@ -477,6 +531,9 @@ def refill_spares(draft: Draft, type_key: str) -> None:
         free = free_matching(
             _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
         )
+        if type_key == CPU_TYPE:
+            kept = _kept_for_gpu_jobs(draft, None, nearest_first(free, _anchors(draft, free)))
+            free = [n for n in free if n.name not in kept]
     # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
     # failures, or for a finishing generation's boundary): it sorts actives from spares, and
     # the spares are kept for it meanwhile.
