@@ -305,6 +305,8 @@ class Reconciler:
                 entry.timer.cancel()
             if self.metrics:
                 self.metrics.forget_job(ref.namespace, ref.name)
+            if entry is not None and _waiting_for(entry.raw):
+                self.trigger_waiting()  # it left the line: the jobs behind may claim now
             return
         entry = self.jobs.get(ref.uid)
         rv = _resource_version(raw)
@@ -312,7 +314,7 @@ class Reconciler:
             self.jobs[ref.uid] = JobEntry(ref=ref, raw=raw)
         elif not _older(rv, _resource_version(entry.raw)):
             echo = rv and rv == entry.own_resource_version
-            entry.ref, entry.raw = ref, raw
+            self._take(entry, raw)
             if echo:
                 return  # our own status write coming back: nothing new to decide
         # else: the watch lags the responses to our own writes, and this version is older
@@ -332,6 +334,16 @@ class Reconciler:
         for uid in owners:
             self.trigger(uid)
         if after is None or after.owner_uid is None:
+            self.trigger_waiting()
+
+    def _take(self, entry: JobEntry, raw: dict[str, Any]) -> None:
+        """``raw`` is the job as it stands now (a watch event, a read, our own status write).
+        When it asks for less capacity in line than before, or left the line (admitted,
+        failed, made smaller or invalid), the free nodes the jobs behind kept for it may be
+        theirs now: wake them, as nothing else would (no node changed)."""
+        before = _waiting_for(entry.raw)
+        entry.ref, entry.raw = job_ref_from_raw(raw), raw
+        if before and before != _waiting_for(raw):
             self.trigger_waiting()
 
     def pod_event(self, raw: dict[str, Any]) -> None:
@@ -450,7 +462,7 @@ class Reconciler:
             raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
             if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
                 return  # gone (its DELETED event will clean up) or replaced by a namesake
-            entry.ref, entry.raw = job_ref_from_raw(raw), raw
+            self._take(entry, raw)
             if not entry.ref.deleting and not await self.job_verbs.set_finalizer(raw, True):
                 self.trigger(uid, 0.2)
                 return
@@ -800,7 +812,7 @@ class Reconciler:
         entry.last_status_write = time.monotonic()
         if written is not None:
             entry.own_resource_version = str(written["metadata"]["resourceVersion"])
-            entry.raw = written
+            self._take(entry, written)
 
     def _observe_metrics(self, entry: JobEntry, snapshot: Snapshot, plan: Plan) -> None:
         """Metrics follow the status; observing the same statuses twice counts nothing twice."""
@@ -928,11 +940,13 @@ class Reconciler:
             if entry is None:
                 self.jobs[ref.uid] = JobEntry(ref=ref, raw=raw)
             else:
-                entry.ref, entry.raw = ref, raw
+                self._take(entry, raw)
         for uid in set(self.jobs) - seen:
             gone = self.jobs.pop(uid)
             if gone.timer is not None:
                 gone.timer.cancel()
+            if _waiting_for(gone.raw):
+                self.trigger_waiting()
             if self.metrics:
                 self.metrics.forget_job(gone.ref.namespace, gone.ref.name)
         self.jobs_synced = True
@@ -1042,6 +1056,13 @@ def _phased_annotations(raw: dict[str, Any]) -> dict[str, str]:
     """The job's ``phased.dev/`` annotations (a person's instructions, e.g. proceed)."""
     found = (raw.get("metadata") or {}).get("annotations") or {}
     return {str(k): str(v) for k, v in found.items() if str(k).startswith(f"{labels.PREFIX}/")}
+
+
+def _waiting_for(raw: dict[str, Any]) -> dict[str, Any]:
+    """The capacity a job's status says it waits for in line (``status.waitingFor``)."""
+    status = raw.get("status")
+    wanted = status.get("waitingFor") if isinstance(status, dict) else None
+    return wanted if isinstance(wanted, dict) else {}
 
 
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:
