@@ -258,7 +258,7 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     free = free_matching(
         _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
     )
-    ordered = nearest_first(free, _anchors(draft, free))
+    ordered = _claim_order(draft, free)
     owed = _owed(draft)
     me = _me(draft, type_key, 1)
     beyond = ordered[owed:]
@@ -287,6 +287,17 @@ def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo
         of_type = [n for n in ordered if has_type_labels(n, gpu.value, draft.settings)]
         kept.update(n.name for n in of_type[len(of_type) - min(wanted, len(of_type)) :])
     return kept
+
+
+def _claim_order(draft: Draft, free: list[NodeInfo]) -> list[NodeInfo]:
+    """Free candidates in the order the job claims them: nearest its pool first (ties by
+    name); for a CPU phase allowed GPU nodes (``cpu.allowGpuNodes``), every CPU-only node
+    before any GPU node, nearest first within each — the GPU nodes are its fallback, since a
+    GPU node running a CPU worker is GPU-hours paid for CPU work."""
+    ordered = nearest_first(free, _anchors(draft, free))
+    if not (draft.phase.is_cpu_only and draft.settings.cpu.allow_gpu_nodes):
+        return ordered
+    return sorted(ordered, key=lambda n: gpu_kind(n, draft.settings) is not None)
 
 
 def _anchors(draft: Draft, free: list[NodeInfo]) -> Sequence[NodeInfo]:
@@ -406,11 +417,19 @@ def form_pool(draft: Draft, type_key: str) -> None:
 
 def _given_up_first(draft: Draft, nodes: list[NodeInfo], anchors: list[NodeInfo]) -> list[NodeInfo]:
     """The order in which held nodes are given up when the pool shrinks: those in trouble
-    within their grace (not Ready, suspect, held by the breaker) first, then the farthest
-    from ``anchors``. The job keeps the nodes it can run on."""
+    within their grace (not Ready, suspect, held by the breaker) first, then — for a CPU
+    phase allowed GPU nodes — its GPU nodes, then the farthest from ``anchors``. The job
+    keeps the nodes it can run on, and a CPU phase the nodes it pays CPU prices for."""
     troubled = draft.suspect_nodes | draft.breaker_nodes
     order = farthest_first(nodes, anchors)
-    return sorted(order, key=lambda n: n.ready and n.name not in troubled)
+    gpu_first = draft.phase.is_cpu_only and draft.settings.cpu.allow_gpu_nodes
+    return sorted(
+        order,
+        key=lambda n: (
+            n.ready and n.name not in troubled,
+            gpu_first and gpu_kind(n, draft.settings) is None,
+        ),
+    )
 
 
 def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
@@ -438,7 +457,7 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     # claim names the lost node it replaces (oldest first); the ledger records it from the
     # node once the claim has landed (a claim another job wins replaces nothing).
     unanswered = iter([e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None])
-    for node in nearest_first(free, _anchors(draft, free))[: max(0, need)]:
+    for node in _claim_order(draft, free)[: max(0, need)]:
         _claim(draft, node, NodeRole.ACTIVE, replaces=next(unanswered, None))
         free.remove(node)
 
@@ -450,7 +469,7 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     for node in _given_up_first(draft, spares, actives)[: max(0, len(spares) - wanted)]:
         _release(draft, node)
     need = wanted - len(draft.held(NodeRole.SPARE))
-    picked = nearest_first(free, _anchors(draft, free))[: max(0, need)]
+    picked = _claim_order(draft, free)[: max(0, need)]
     for node in picked:
         _claim(draft, node, NodeRole.SPARE)
         free.remove(node)
@@ -532,7 +551,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
             _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
         )
         if type_key == CPU_TYPE:
-            kept = _kept_for_gpu_jobs(draft, None, nearest_first(free, _anchors(draft, free)))
+            kept = _kept_for_gpu_jobs(draft, None, _claim_order(draft, free))
             free = [n for n in free if n.name not in kept]
     # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
     # failures, or for a finishing generation's boundary): it sorts actives from spares, and
