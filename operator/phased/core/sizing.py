@@ -499,6 +499,11 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
         "holding none until they can all be claimed"
     )
     draft.waiting = True
+    said = find(draft.conditions, ConditionType.CAPACITY_SHORT)
+    if said is not None and said.reason == MIN_ABOVE_CLUSTER:
+        # Said while the phase still ran (:func:`_min_beyond_cluster`): the wait, and so
+        # admission.waitTimeout, begins now, with its own event.
+        draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
     draft.condition(ConditionType.CAPACITY_SHORT, True, "NotEnoughNodes", message, WARNING)
     _wait_timeout(draft)
 
@@ -527,9 +532,15 @@ def _wait_timeout(draft: Draft) -> None:
     )
 
 
-def _admitted(draft: Draft) -> None:
+def _admitted(draft: Draft, short: str = "") -> None:
+    """The phase has its pool: out of the line. ``short``: what a running phase's edit asks
+    for that the cluster could never give (:func:`_min_beyond_cluster`), said as
+    ``CapacityShort`` with one Warning event while the generation runs on."""
     draft.set(waiting_for={})
-    draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
+    if short:
+        draft.condition(ConditionType.CAPACITY_SHORT, True, MIN_ABOVE_CLUSTER, short, WARNING)
+    else:
+        draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
     draft.condition(ConditionType.ADMISSION_TIMED_OUT, False, "Admitted", "")
 
 
@@ -568,7 +579,32 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     if len(draft.held(NodeRole.SPARE)) >= wanted > 0:
         draft.condition(ConditionType.SPARES_EXHAUSTED, False, "SparesHeld", "")
     _surface_left_alone(draft, type_key, len(draft.held(NodeRole.SPARE)) < wanted)
-    _admitted(draft)
+    _admitted(draft, _min_beyond_cluster(draft, type_key))
+
+
+MIN_ABOVE_CLUSTER = "MinAboveCluster"  # CapacityShort's reason while the phase still runs
+
+
+def _min_beyond_cluster(draft: Draft, type_key: str) -> str:
+    """What to say of a running phase whose ``nodes.min`` was edited beyond every node of its
+    type the cluster has (as the line counts them, :func:`phased.core.pools.type_total`), or
+    "" when the next generation could still have it. The running generation goes on; but
+    its next restart could never form the pool, so it would give the pool up and wait in
+    line for capacity that does not exist — a 100-day run lost to a typo at its first
+    failure, with nothing said until then."""
+    phase, world = draft.phase, draft.status.world_size
+    if phase.nodes.min <= world:
+        return ""
+    nodes, gpus = draft.nodes.values(), phase.gpus_per_node
+    total = type_total(nodes, type_key, gpus, draft.settings, draft.tolerations)
+    if phase.nodes.min <= total:
+        return ""
+    return (
+        f"nodes.min {phase.nodes.min} of phase {phase.name} is more than the {total} "
+        f"{_label(type_key)} nodes the cluster has: the running generation goes on at {world}, "
+        "but at its next restart the pool could not be formed and would be given up to wait "
+        "for capacity; lower nodes.min or add nodes"
+    )
 
 
 def start_generation(draft: Draft, type_key: str) -> bool:
