@@ -3,7 +3,8 @@
 Snapshots are built the way the reconciler builds them — raw Nodes and Pods through
 ``kube/convert.py``, the status through ``parse_status`` — from odd but API-plausible
 objects: labels a namespace user could put on their own pods (rank "-1", generation "abc"),
-nodes of other jobs, cordoned and quarantined nodes, garbage quarantine notes, conditions
+nodes of other jobs, cordoned and quarantined nodes, garbage quarantine notes, the marks a
+claim writes edited by someone else (``tampered_claims``), conditions
 with and without transition times. For an invalid spec (``spec=None`` and ``spec_error``
 from a real ``ValidationError``) the plan is the InvalidSpec condition and nothing else.
 """
@@ -54,6 +55,7 @@ from tests.hostile.strategies import (
     hostile_spec_dicts,
     is_dns_label,
     odd_text,
+    tampered_claims,
     valid_spec_dicts,
 )
 
@@ -135,6 +137,13 @@ def raw_nodes(draw: st.DrawFn, i: int, phase_names: list[str]) -> dict[str, Any]
             max_size=2,
         )
     )
+    unschedulable = draw(st.booleans())
+    if draw(st.booleans()):
+        # The marks a claim writes, then edited by a person or another controller.
+        claimed, annotations, taints, unschedulable = draw(
+            tampered_claims([JOB.uid, OTHER], SETTINGS.installation)
+        )
+        node_labels.update(claimed)
     gpus = draw(st.sampled_from(["8", "0", "16", "4", "abc", "8k", "-1", "1e3", "7.5"]))
     return {
         "metadata": {
@@ -144,7 +153,7 @@ def raw_nodes(draw: st.DrawFn, i: int, phase_names: list[str]) -> dict[str, Any]
             "annotations": annotations,
             "creationTimestamp": draw(TIMES),
         },
-        "spec": {"unschedulable": draw(st.booleans()), "taints": taints},
+        "spec": {"unschedulable": unschedulable, "taints": taints},
         "status": {
             "conditions": conditions,
             "allocatable": {"nvidia.com/gpu": gpus, "huawei.com/Ascend910": gpus, "cpu": "96"},
@@ -306,7 +315,14 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             | FinishClearing
             | EvictPod,
         ):
-            assert holds(by_name[action.node], snapshot.job.uid, SETTINGS.installation), action
+            node = by_name[action.node]
+            assert holds(node, snapshot.job.uid, SETTINGS.installation), action
+            # Not only by holds' word: every mark on it names the job (a pool taint of
+            # another job beside the job's UID label is a node two jobs' marks claim).
+            assert node.labels.get(labels.LABEL_JOB_UID) == snapshot.job.uid, action
+            assert all(
+                t.value == snapshot.job.uid for t in node.taints if t.key in labels.OWNERSHIP_TAINTS
+            ), action
         elif isinstance(action, DeletePod):
             assert action.name in pods
         elif isinstance(action, CreatePod):
