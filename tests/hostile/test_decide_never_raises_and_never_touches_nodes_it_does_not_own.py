@@ -323,6 +323,10 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             assert all(
                 t.value == snapshot.job.uid for t in node.taints if t.key in labels.OWNERSHIP_TAINTS
             ), action
+            # and the quarantine taint, that the workers do not tolerate, only on a node whose
+            # role is quarantined.
+            quarantined = node.labels.get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value
+            assert quarantined or labels.TAINT_QUARANTINE not in {t.key for t in node.taints}
         elif isinstance(action, DeletePod):
             assert action.name in pods
         elif isinstance(action, CreatePod):

@@ -11,9 +11,9 @@ a node is:
   is also free and unoccupied: :mod:`phased.core.pools`, :mod:`phased.core.occupancy`);
 * **ours** — ``job-uid``, ``job``, ``job-namespace``, a valid ``role`` and
   ``installation`` equal to ours, as a claim writes them together, and every ``pool``,
-  ``spare`` or ``quarantined`` taint it carries has the value Phased gives them: that same
-  UID (:func:`agree`). Held by the job of that UID; released as an orphan when that job is
-  provably gone;
+  ``spare`` or ``quarantined`` taint it carries has the value Phased gives them, that same
+  UID, a ``quarantined`` taint only with the quarantined role (:func:`agree`). Held by the
+  job of that UID; released as an orphan when that job is provably gone;
 * **left alone**, with a reason, otherwise:
 
   - ``OtherInstallation``: another installation's node, whatever else it carries;
@@ -22,8 +22,9 @@ a node is:
     it (a UID is assigned by the API server and cannot be guessed), but no job claims it
     and it is never released as an orphan: no one can prove whose it is;
   - ``PartialMarks``: some marks without a consistent set (e.g. ``job`` and ``role`` with
-    no ``job-uid``, a pool taint alone, or a ``job-uid`` label naming another UID than the
-    node's pool taint: a person edited one of them). Phased did not write this;
+    no ``job-uid``, a pool taint alone, a ``job-uid`` label naming another UID than the
+    node's pool taint, or a quarantine taint on an active or spare node: a person edited
+    one of them). Phased did not write this;
   - ``Quarantined``: a quarantined node whose job let go of it: it waits for a person
     (``phased release-node``).
 
@@ -87,12 +88,20 @@ def marks(node: NodeInfo) -> frozenset[str]:
 
 def agree(node: NodeInfo) -> bool:
     """The node's ``pool``, ``spare`` and ``quarantined`` taints all carry the UID its
-    ``job-uid`` label names, as Phased writes them. A label edited to another UID (another
-    job's, or no job's) leaves the taint naming the job that claimed the node: such a node is
-    no one's, neither the job the label names (its workers tolerate their own pool taint
-    only) nor the one the taint names (its label no longer selects its workers)."""
+    ``job-uid`` label names, and a ``quarantined`` taint sits only on a node whose role is
+    quarantined, as Phased writes them. A label edited to another UID (another job's, or no
+    job's) leaves the taint naming the job that claimed the node: such a node is no one's,
+    neither the job the label names (its workers tolerate their own pool taint only) nor the
+    one the taint names (its label no longer selects its workers). A quarantined node whose
+    role a person set back to active or spare, the taint left on, is no one's either: the
+    workers do not tolerate that taint and would wait Pending there."""
     uid = node.owner_uid
-    return all(t.value == uid for t in node.taints if t.key in labels.OWNERSHIP_TAINTS)
+    quarantined = node.labels.get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value
+    return all(
+        t.value == uid and (quarantined or t.key != labels.TAINT_QUARANTINE)
+        for t in node.taints
+        if t.key in labels.OWNERSHIP_TAINTS
+    )
 
 
 def ownership(node: NodeInfo, installation: str) -> Ownership:
