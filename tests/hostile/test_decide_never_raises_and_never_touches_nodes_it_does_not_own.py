@@ -39,6 +39,7 @@ from phased.core.model import (
     EvictPod,
     FinishClearing,
     JobRef,
+    NodeInfo,
     Plan,
     QuarantineNode,
     ReleaseNode,
@@ -48,6 +49,7 @@ from phased.core.model import (
 )
 from phased.core.ownership import holds, marks
 from phased.core.settings import Settings
+from phased.core.tolerations import CONDITION_TAINTS, untolerated
 from phased.kube.convert import node_from_raw, pod_from_raw
 from phased.reconcile import format_spec_error
 from tests.core.builders import T0, node, owned, phase, pod, snapshot, spec
@@ -293,6 +295,28 @@ def snapshots(draw: st.DrawFn, spec_raw: st.SearchStrategy[Any]) -> Snapshot:
     )
 
 
+def _lands(manifest: dict[str, Any], node: NodeInfo) -> bool:
+    """The worker's required node affinity (terms ORed, expressions ANDed) selects ``node``
+    and its tolerations cover the node's NoSchedule and NoExecute taints."""
+    spec = manifest["spec"]
+    required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+
+    def matches(term: dict[str, Any]) -> bool:
+        for expr in term["matchExpressions"]:
+            value = node.labels.get(expr["key"])
+            if expr["operator"] == "In" and value not in expr["values"]:
+                return False
+            if expr["operator"] == "DoesNotExist" and value is not None:
+                return False
+        return True
+
+    if not any(matches(t) for t in required["nodeSelectorTerms"]):
+        return False
+    return not [
+        t for t in untolerated(node, spec["tolerations"]) if not t.key.startswith(CONDITION_TAINTS)
+    ]
+
+
 def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
     """Every node action targets a free node (claims) or one the job holds; pod actions
     name the job's own pods or new pods with valid names."""
@@ -333,6 +357,13 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             metadata = action.manifest["metadata"]
             assert is_dns_label(metadata["name"]) and metadata["name"] not in pods
             assert metadata["labels"][labels.LABEL_JOB_UID] == snapshot.job.uid
+            for node in snapshot.nodes:
+                # The scheduler could bind it only to a node the job holds (a hand-made
+                # copy of the marks without installation nor claimed-at aside: a selector
+                # cannot see annotations).
+                hand_made = labels.LABEL_INSTALLATION not in node.labels
+                if _lands(action.manifest, node) and not hand_made:
+                    assert holds(node, snapshot.job.uid, SETTINGS.installation), node.name
         elif isinstance(action, EnsureClaim | EnsureSecret):
             metadata = action.manifest["metadata"]
             assert metadata["namespace"] == snapshot.job.namespace
