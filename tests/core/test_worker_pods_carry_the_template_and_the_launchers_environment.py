@@ -102,8 +102,12 @@ def test_phased_tolerations_and_placement_come_first_and_the_templates_are_kept(
         "rdma",
     ]
     node = spec["affinity"]["nodeAffinity"]
-    (term,) = node["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert [e["key"] for e in term["matchExpressions"]] == [labels.LABEL_JOB_UID, labels.LABEL_ROLE]
+    for term in node["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
+        assert [e["key"] for e in term["matchExpressions"]] == [
+            labels.LABEL_JOB_UID,
+            labels.LABEL_ROLE,
+            labels.LABEL_INSTALLATION,
+        ]
     assert node["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 10
     anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert [a["topologyKey"] for a in anti] == ["kubernetes.io/hostname", "zone"]

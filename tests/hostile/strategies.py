@@ -7,6 +7,10 @@ Two families:
 * ``hostile_spec_dicts`` — a valid spec with one place broken: a value replaced by something
   of the wrong type, size or alphabet, a key removed, or an unknown key added.
 
+And ``tampered_claims``: the marks a claim writes on a Node, then edited by someone else
+(one mark removed, changed to another job's or no job's UID, another installation, a bad
+role, a foreign quarantine note or taint value, a cordon).
+
 Also Kubernetes' own name rules, as the API server checks them, so tests can say "valid".
 """
 
@@ -20,6 +24,7 @@ from hypothesis import strategies as st
 
 from phased.api.podtemplate import RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES, reserved_env
 from phased.api.v1alpha1 import MAX_GPUS_PER_NODE, MAX_NODES, MAX_PHASES, GPUType
+from phased.core import labels
 
 # --- Kubernetes' rules (apimachinery/pkg/util/validation) ------------------------------------
 
@@ -400,3 +405,79 @@ POD_ESCAPE_VALUES = st.one_of(
     st.just({"add": ["SYS_ADMIN"]}),
     st.just([{"operator": "Exists"}]),
 )
+
+
+# --- tampered node marks ---------------------------------------------------------------------
+
+
+@st.composite
+def tampered_claims(
+    draw: st.DrawFn, uids: list[str], installation: str
+) -> tuple[dict[str, str], dict[str, str], list[dict[str, str]], bool]:
+    """The labels, annotations, taints and cordon of a node a job of ``uids`` claimed as a
+    claim writes them, then edited by a person or another controller: up to two marks
+    removed, a label or taint value changed (another job's UID, no job's, another
+    installation, a role Phased never writes), a quarantine note or taint added, a cordon."""
+    uid = draw(st.sampled_from(uids))
+    role = draw(st.sampled_from(["active", "spare", "quarantined"]))
+    node_labels = {
+        labels.LABEL_JOB_UID: uid,
+        labels.LABEL_JOB: "llm",
+        labels.LABEL_JOB_NAMESPACE: "ml",
+        labels.LABEL_ROLE: role,
+        labels.LABEL_INSTALLATION: installation,
+    }
+    annotations = {labels.ANNOTATION_CLAIMED_AT: "2026-03-01T10:00:00Z"}
+    key = labels.TAINT_SPARE if role == "spare" and draw(st.booleans()) else labels.TAINT_POOL
+    taints = [{"key": key, "value": uid, "effect": "NoSchedule"}]
+    cordoned = False
+    if role == "quarantined":
+        taints.append({"key": labels.TAINT_QUARANTINE, "value": uid, "effect": "NoSchedule"})
+        annotations[labels.ANNOTATION_QUARANTINE] = (
+            f'{{"job": "{uid}", "reason": "NodeNotReady", "detected": "2026-03-01T11:00:00Z"}}'
+        )
+        cordoned = True
+    someone = st.sampled_from([*uids, "uid-nobody", ""])
+    edits = [
+        "drop-label",
+        "drop-annotation",
+        "drop-taint",
+        "uid",
+        "taint-value",
+        "role",
+        "installation",
+        "quarantine-note",
+        "quarantine-taint",
+        "cordon",
+        "uncordon",
+    ]
+    for edit in draw(st.lists(st.sampled_from(edits), min_size=1, max_size=2)):
+        if edit == "drop-label":
+            node_labels.pop(draw(st.sampled_from(list(labels.OWNERSHIP_LABELS))), None)
+        elif edit == "drop-annotation" and annotations:
+            annotations.pop(draw(st.sampled_from(sorted(annotations))))
+        elif edit == "drop-taint" and taints:
+            taints.pop(draw(st.integers(0, len(taints) - 1)))
+        elif edit == "uid":
+            node_labels[labels.LABEL_JOB_UID] = draw(someone)
+        elif edit == "taint-value" and taints:
+            taints[draw(st.integers(0, len(taints) - 1))]["value"] = draw(someone)
+        elif edit == "role":
+            node_labels[labels.LABEL_ROLE] = draw(
+                st.sampled_from(["active", "spare", "quarantined", "Active", "borrowed", ""])
+            )
+        elif edit == "installation":
+            node_labels[labels.LABEL_INSTALLATION] = draw(st.sampled_from(["team-b", ""]))
+        elif edit == "quarantine-note":
+            annotations[labels.ANNOTATION_QUARANTINE] = (
+                f'{{"job": "{draw(someone)}", "detected": "2026-03-01T11:00:00Z"}}'
+            )
+        elif edit == "quarantine-taint":
+            taints.append(
+                {"key": labels.TAINT_QUARANTINE, "value": draw(someone), "effect": "NoSchedule"}
+            )
+        elif edit == "cordon":
+            cordoned = True
+        elif edit == "uncordon":
+            cordoned = False
+    return node_labels, annotations, taints, cordoned

@@ -3,7 +3,8 @@
 Snapshots are built the way the reconciler builds them — raw Nodes and Pods through
 ``kube/convert.py``, the status through ``parse_status`` — from odd but API-plausible
 objects: labels a namespace user could put on their own pods (rank "-1", generation "abc"),
-nodes of other jobs, cordoned and quarantined nodes, garbage quarantine notes, conditions
+nodes of other jobs, cordoned and quarantined nodes, garbage quarantine notes, the marks a
+claim writes edited by someone else (``tampered_claims``), conditions
 with and without transition times. For an invalid spec (``spec=None`` and ``spec_error``
 from a real ``ValidationError``) the plan is the InvalidSpec condition and nothing else.
 """
@@ -38,6 +39,7 @@ from phased.core.model import (
     EvictPod,
     FinishClearing,
     JobRef,
+    NodeInfo,
     Plan,
     QuarantineNode,
     ReleaseNode,
@@ -47,6 +49,7 @@ from phased.core.model import (
 )
 from phased.core.ownership import holds, marks
 from phased.core.settings import Settings
+from phased.core.tolerations import CONDITION_TAINTS, untolerated
 from phased.kube.convert import node_from_raw, pod_from_raw
 from phased.reconcile import format_spec_error
 from tests.core.builders import T0, node, owned, phase, pod, snapshot, spec
@@ -54,6 +57,7 @@ from tests.hostile.strategies import (
     hostile_spec_dicts,
     is_dns_label,
     odd_text,
+    tampered_claims,
     valid_spec_dicts,
 )
 
@@ -135,6 +139,13 @@ def raw_nodes(draw: st.DrawFn, i: int, phase_names: list[str]) -> dict[str, Any]
             max_size=2,
         )
     )
+    unschedulable = draw(st.booleans())
+    if draw(st.booleans()):
+        # The marks a claim writes, then edited by a person or another controller.
+        claimed, annotations, taints, unschedulable = draw(
+            tampered_claims([JOB.uid, OTHER], SETTINGS.installation)
+        )
+        node_labels.update(claimed)
     gpus = draw(st.sampled_from(["8", "0", "16", "4", "abc", "8k", "-1", "1e3", "7.5"]))
     return {
         "metadata": {
@@ -144,7 +155,7 @@ def raw_nodes(draw: st.DrawFn, i: int, phase_names: list[str]) -> dict[str, Any]
             "annotations": annotations,
             "creationTimestamp": draw(TIMES),
         },
-        "spec": {"unschedulable": draw(st.booleans()), "taints": taints},
+        "spec": {"unschedulable": unschedulable, "taints": taints},
         "status": {
             "conditions": conditions,
             "allocatable": {"nvidia.com/gpu": gpus, "huawei.com/Ascend910": gpus, "cpu": "96"},
@@ -284,6 +295,28 @@ def snapshots(draw: st.DrawFn, spec_raw: st.SearchStrategy[Any]) -> Snapshot:
     )
 
 
+def _lands(manifest: dict[str, Any], node: NodeInfo) -> bool:
+    """The worker's required node affinity (terms ORed, expressions ANDed) selects ``node``
+    and its tolerations cover the node's NoSchedule and NoExecute taints."""
+    spec = manifest["spec"]
+    required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+
+    def matches(term: dict[str, Any]) -> bool:
+        for expr in term["matchExpressions"]:
+            value = node.labels.get(expr["key"])
+            if expr["operator"] == "In" and value not in expr["values"]:
+                return False
+            if expr["operator"] == "DoesNotExist" and value is not None:
+                return False
+        return True
+
+    if not any(matches(t) for t in required["nodeSelectorTerms"]):
+        return False
+    return not [
+        t for t in untolerated(node, spec["tolerations"]) if not t.key.startswith(CONDITION_TAINTS)
+    ]
+
+
 def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
     """Every node action targets a free node (claims) or one the job holds; pod actions
     name the job's own pods or new pods with valid names."""
@@ -306,13 +339,31 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             | FinishClearing
             | EvictPod,
         ):
-            assert holds(by_name[action.node], snapshot.job.uid, SETTINGS.installation), action
+            node = by_name[action.node]
+            assert holds(node, snapshot.job.uid, SETTINGS.installation), action
+            # Not only by holds' word: every mark on it names the job (a pool taint of
+            # another job beside the job's UID label is a node two jobs' marks claim).
+            assert node.labels.get(labels.LABEL_JOB_UID) == snapshot.job.uid, action
+            assert all(
+                t.value == snapshot.job.uid for t in node.taints if t.key in labels.OWNERSHIP_TAINTS
+            ), action
+            # and the quarantine taint, that the workers do not tolerate, only on a node whose
+            # role is quarantined.
+            quarantined = node.labels.get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value
+            assert quarantined or labels.TAINT_QUARANTINE not in {t.key for t in node.taints}
         elif isinstance(action, DeletePod):
             assert action.name in pods
         elif isinstance(action, CreatePod):
             metadata = action.manifest["metadata"]
             assert is_dns_label(metadata["name"]) and metadata["name"] not in pods
             assert metadata["labels"][labels.LABEL_JOB_UID] == snapshot.job.uid
+            for node in snapshot.nodes:
+                # The scheduler could bind it only to a node the job holds (a hand-made
+                # copy of the marks without installation nor claimed-at aside: a selector
+                # cannot see annotations).
+                hand_made = labels.LABEL_INSTALLATION not in node.labels
+                if _lands(action.manifest, node) and not hand_made:
+                    assert holds(node, snapshot.job.uid, SETTINGS.installation), node.name
         elif isinstance(action, EnsureClaim | EnsureSecret):
             metadata = action.manifest["metadata"]
             assert metadata["namespace"] == snapshot.job.namespace

@@ -89,6 +89,7 @@ def workers(draw: st.DrawFn) -> Worker:
         world_size=world,
         attempt=draw(st.integers(0, 10000)),
         resource=resource,
+        installation=draw(st.sampled_from(["", SETTINGS.installation, "team-b"])),
     )
 
 
@@ -119,8 +120,8 @@ def test_label_keys_are_ours_and_values_are_valid_label_values(worker: Worker) -
     selector = worker.affinity()["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     for term in selector["nodeSelectorTerms"]:
         for expr in term["matchExpressions"]:
-            assert expr["key"] in OUR_LABEL_KEYS | {labels.LABEL_ROLE}
-            assert all(is_label_value(v) for v in expr["values"])
+            assert expr["key"] in OUR_LABEL_KEYS | {labels.LABEL_ROLE, labels.LABEL_INSTALLATION}
+            assert all(is_label_value(v) for v in expr.get("values", ()))
 
 
 @BOUNDED

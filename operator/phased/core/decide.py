@@ -76,6 +76,7 @@ from phased.core.sizing import (
     size_and_start,
 )
 from phased.core.starts import tend_starts
+from phased.core.tampered import say_marks_changed
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.validate import spec_problems
 
@@ -104,6 +105,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         return _invalid(snapshot, settings, "; ".join(refused), now)
     draft = Draft.for_snapshot(snapshot, spec, settings, now)
     _start(draft)
+    say_marks_changed(draft)
     recover_ledger(draft)
     checkpoints.fold_reports(draft)
     if draft.status.state in TERMINAL:

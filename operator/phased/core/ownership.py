@@ -10,8 +10,10 @@ a node is:
 * **unmarked** — it carries none of them. Only such a node may be claimed (and only if it
   is also free and unoccupied: :mod:`phased.core.pools`, :mod:`phased.core.occupancy`);
 * **ours** — ``job-uid``, ``job``, ``job-namespace``, a valid ``role`` and
-  ``installation`` equal to ours, as a claim writes them together. Held by the job of that
-  UID; released as an orphan when that job is provably gone;
+  ``installation`` equal to ours, as a claim writes them together, and every ``pool``,
+  ``spare`` or ``quarantined`` taint it carries has the value Phased gives them, that same
+  UID, a ``quarantined`` taint only with the quarantined role (:func:`agree`). Held by the
+  job of that UID; released as an orphan when that job is provably gone;
 * **left alone**, with a reason, otherwise:
 
   - ``OtherInstallation``: another installation's node, whatever else it carries;
@@ -20,14 +22,17 @@ a node is:
     it (a UID is assigned by the API server and cannot be guessed), but no job claims it
     and it is never released as an orphan: no one can prove whose it is;
   - ``PartialMarks``: some marks without a consistent set (e.g. ``job`` and ``role`` with
-    no ``job-uid``, or a pool taint alone). Phased did not write this;
+    no ``job-uid``, a pool taint alone, a ``job-uid`` label naming another UID than the
+    node's pool taint, or a quarantine taint on an active or spare node: a person edited
+    one of them). Phased did not write this;
   - ``Quarantined``: a quarantined node whose job let go of it: it waits for a person
     (``phased release-node``).
 
-A job *holds* a node when its ``job-uid`` is the job's UID, its ``role`` is valid, and its
-``installation`` is ours — or absent on a node that also carries the ``claimed-at`` a claim
-writes (the ``NoInstallation`` case above: a pool claimed before installations survives an
-upgrade; a hand-made copy of the labels alone does not make a node the job's).
+A job *holds* a node when its ``job-uid`` is the job's UID, its taints agree with it, its
+``role`` is valid, and its ``installation`` is ours — or absent on a node that also carries
+the ``claimed-at`` a claim writes (the ``NoInstallation`` case above: a pool claimed before
+installations survives an upgrade; a hand-made copy of the labels alone does not make a
+node the job's).
 
 Anything left alone is surfaced, never touched: a Warning event on a job that wanted such a
 node, the ``phased_nodes_left_alone`` metric, and ``kubectl get nodes`` with the labels as
@@ -81,6 +86,24 @@ def marks(node: NodeInfo) -> frozenset[str]:
     return frozenset(found)
 
 
+def agree(node: NodeInfo) -> bool:
+    """The node's ``pool``, ``spare`` and ``quarantined`` taints all carry the UID its
+    ``job-uid`` label names, and a ``quarantined`` taint sits only on a node whose role is
+    quarantined, as Phased writes them. A label edited to another UID (another job's, or no
+    job's) leaves the taint naming the job that claimed the node: such a node is no one's,
+    neither the job the label names (its workers tolerate their own pool taint only) nor the
+    one the taint names (its label no longer selects its workers). A quarantined node whose
+    role a person set back to active or spare, the taint left on, is no one's either: the
+    workers do not tolerate that taint and would wait Pending there."""
+    uid = node.owner_uid
+    quarantined = node.labels.get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value
+    return all(
+        t.value == uid and (quarantined or t.key != labels.TAINT_QUARANTINE)
+        for t in node.taints
+        if t.key in labels.OWNERSHIP_TAINTS
+    )
+
+
 def ownership(node: NodeInfo, installation: str) -> Ownership:
     """What ``node``'s marks say, for the installation named ``installation``."""
     if not marks(node):
@@ -97,7 +120,7 @@ def ownership(node: NodeInfo, installation: str) -> Ownership:
     named = bool(node.labels.get(labels.LABEL_JOB)) and bool(
         node.labels.get(labels.LABEL_JOB_NAMESPACE)
     )
-    if role not in _ROLES or not named:
+    if role not in _ROLES or not named or not agree(node):
         return Ownership(Kind.LEFT_ALONE, uid, LeftAlone.PARTIAL_MARKS)
     if theirs is None:
         return Ownership(Kind.LEFT_ALONE, uid, LeftAlone.NO_INSTALLATION)
@@ -111,6 +134,7 @@ def holds(node: NodeInfo, job_uid: str, installation: str) -> bool:
     return (
         bool(job_uid)
         and node.owner_uid == job_uid
+        and agree(node)
         and node.role is not None
         and (theirs == installation or legacy)
     )

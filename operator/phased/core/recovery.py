@@ -537,6 +537,7 @@ def replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: in
             attempt=attempt,
             resource=gpu_resource(draft.record.gpu_type or "", draft.settings),
             service_account=draft.settings.workers.service_account,
+            installation=draft.settings.installation,
             restarts=draft.status.restarts,
             worker_restarts=draft.status.worker_restarts,
             **checkpoints.worker_options(draft),

@@ -635,6 +635,7 @@ def start_generation(draft: Draft, type_key: str) -> bool:
             world_size=world,
             resource=resource,
             service_account=draft.settings.workers.service_account,
+            installation=draft.settings.installation,
             restarts=draft.status.restarts,
             worker_restarts=draft.status.worker_restarts,
             **options,

@@ -162,6 +162,9 @@ class Worker:
     claim: str | None = None  # the checkpoint claim, mounted at checkpoint.path
     report_url: str | None = None  # set when the job's workers report checkpoints
     report_secret: str | None = None  # the Secret holding the report token
+    # settings.installation: the workers land only on nodes carrying it (or, claimed by a
+    # Phased from before installations, none)
+    installation: str = ""
     resume: CheckpointRecord | None = None  # the checkpoint a new worker resumes from
 
     @property
@@ -282,6 +285,26 @@ class Worker:
             )
         return out
 
+    def _node_terms(self) -> list[dict[str, Any]]:
+        """The nodes a worker may land on: those its job holds as active
+        (:func:`phased.core.ownership.holds`) — the job's UID, the active role, and this
+        installation's name, or no installation label on a node claimed by a Phased from
+        before installations. A node with the job's UID and role under another
+        installation's name is not the job's: the job moves its worker off it, and the
+        scheduler must not put the next one back (a gang restart on every pass)."""
+        held: list[dict[str, Any]] = [
+            {"key": labels.LABEL_JOB_UID, "operator": "In", "values": [self.job.uid]},
+            {"key": labels.LABEL_ROLE, "operator": "In", "values": [NodeRole.ACTIVE.value]},
+        ]
+        ours: list[dict[str, Any]] = [
+            {"key": labels.LABEL_INSTALLATION, "operator": "In", "values": [self.installation]}
+        ]
+        legacy: list[dict[str, Any]] = [
+            {"key": labels.LABEL_INSTALLATION, "operator": "DoesNotExist"}
+        ]
+        installations = [ours, legacy] if self.installation else [legacy]
+        return [{"matchExpressions": [*held, *which]} for which in installations]
+
     def affinity(self, theirs: dict[str, Any] | None = None) -> dict[str, Any]:
         """Phased's placement on the pool, with the template's own terms added to it.
 
@@ -291,22 +314,7 @@ class Worker:
         affinity = copy.deepcopy(theirs or {})
         node_affinity = affinity.setdefault("nodeAffinity", {})
         node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {
-                            "key": labels.LABEL_JOB_UID,
-                            "operator": "In",
-                            "values": [self.job.uid],
-                        },
-                        {
-                            "key": labels.LABEL_ROLE,
-                            "operator": "In",
-                            "values": [NodeRole.ACTIVE.value],
-                        },
-                    ]
-                }
-            ]
+            "nodeSelectorTerms": self._node_terms()
         }
         if self.resource is None:  # CPU phase: nothing else keeps two workers apart
             anti = affinity.setdefault("podAntiAffinity", {})
