@@ -68,6 +68,7 @@ from phased.core.failure import (
     detect,
     healthy_since,
     judge_breaker,
+    outage,
 )
 from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
@@ -195,6 +196,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         released_at=parse_time(state.released_at),
         released_by=state.released_by,
         now=draft.now,
+        outage=None if tripped else outage(_in_view(failures), draft.nodes, policy, draft.now),
     )
     if verdict.holds:
         _hold(draft, verdict, failures)
@@ -236,6 +238,11 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
+
+
+def _in_view(failures: Sequence[Failure]) -> list[str]:
+    """The failed nodes an outage may explain: all but the deleted (nothing dates them)."""
+    return [f.node for f in failures if f.reason != FailureReason.NODE_DELETED]
 
 
 def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> list[Failure]:
@@ -302,6 +309,16 @@ def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) ->
         f"paused; holding {shown}. It resumes when they recover, or run "
         f"`phased proceed {job.namespace}/{job.name}` to answer them"
     )
+    if verdict.outage is not None:
+        found = verdict.outage
+        message = (
+            f"{found.down} of the {found.size} nodes of {found.domain} went NotReady within "
+            f"{draft.spec.failure_policy.mass_failure.window}, more than the "
+            f"{draft.spec.failure_policy.mass_failure.max_failed_percent}% allowed: an outage, "
+            "not the nodes' own failure; automatic remediation "
+            f"paused; holding {shown}. It resumes when they recover, or run "
+            f"`phased proceed {job.namespace}/{job.name}` to answer them"
+        )
     if verdict.move == BreakerMove.HOLD:
         message = (
             f"holding {len(names)} failed node(s) of {verdict.pool_size}: {shown}. Automatic "
