@@ -571,6 +571,7 @@ def tend_generation(draft: Draft) -> None:
     """Keep the running generation whole: delete, promote, restart, recreate."""
     pods = generation_pods(draft)
     if not live(pods):
+        _restart_vanished(draft, pods)
         return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
@@ -630,6 +631,26 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _restart_vanished(draft: Draft, pods: list[PodInfo]) -> None:
+    """Every worker of a generation that was created is gone or being deleted, and no
+    restart has moved on from it: their nodes deleted and the pods collected with them (a
+    node pool recreated, a one-node job's node scaled down), or evicted all at once (a
+    control plane cut off from every kubelet past the workers' tolerations). The gang
+    restarts as for any vanished worker — counted in ``restarts``, not the restart budget —
+    so the next workers are a new generation that resumes (``PHASED_RESUME=true``), never
+    the gone one made again from the phase's start. Not while the breaker holds failures:
+    no worker is created then, and the restart waits for it to let go."""
+    gen = draft.status.restart_generation
+    if draft.status.created_generation != gen or draft.breaker_nodes:
+        return
+    world = draft.status.world_size
+    losses = Losses({}, [], list(range(world)), [])
+    if not _count_restart(draft, False):
+        return
+    _charge_stop(draft, losses, pods)
+    gang_restart(draft, f"every worker of generation {gen} is gone")
 
 
 def _succeeded(pods: list[PodInfo]) -> list[int]:
