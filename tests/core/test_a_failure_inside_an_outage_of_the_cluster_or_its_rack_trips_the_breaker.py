@@ -48,7 +48,7 @@ def test_a_control_plane_cut_off_from_every_kubelet_quarantines_no_node_of_a_one
         assert of_kind(plan, QuarantineNode) == [] and of_kind(plan, DeletePod) == []
         if "MassFailure" in said(plan):
             message = _mass(cluster).message
-            assert "5 of the 5 nodes of the cluster went NotReady within 5m" in message
+            assert "5 of the 5 nodes of the cluster went NotReady together" in message
     assert _mass(cluster).status == "True"
     assert cluster.status.state == JobState.RECOVERING
     _up(cluster, sorted(cluster.nodes))
@@ -80,7 +80,7 @@ def test_a_rack_going_dark_with_nodes_of_several_jobs_holds_this_jobs_one_node_t
     plan = cluster.step()
     assert of_kind(plan, QuarantineNode) == [] and of_kind(plan, DeletePod) == []
     assert _mass(cluster).status == "True"
-    assert "4 of the 4 nodes of rack r9 went NotReady" in _mass(cluster).message
+    assert "4 of the 4 nodes of rack r9 went NotReady together" in _mass(cluster).message
     assert [h.node for h in cluster.status.breaker.held] == ["a9"]
     _up(cluster, ["a9", "b0", "b1", "f0"])
     cluster.advance(60)
@@ -125,3 +125,18 @@ def test_the_job_at_a_hundred_percent_answers_even_inside_an_outage():
     cluster.advance(31)
     plan = cluster.step()
     assert len(of_kind(plan, QuarantineNode)) == 1
+
+
+def test_an_outage_is_judged_from_when_the_failures_began_not_from_now():
+    # notReadyGrace (10m) is longer than massFailure.window (5m): the failures are found ten
+    # minutes after every node went dark together, and that is still an outage.
+    nodes = {f"n{i}": node(f"n{i}", rack=f"r{i % 3}") for i in range(5)}
+    policy = {"notReadyGrace": "10m", "massFailure": {"window": "5m"}}
+    cluster = Cluster(spec(phase("train", 1, 1), failurePolicy=policy), nodes)
+    cluster.settle()
+    _down(cluster, sorted(cluster.nodes))
+    for _ in range(22):
+        cluster.advance(30)
+        plan = cluster.step()
+        assert of_kind(plan, QuarantineNode) == [] and of_kind(plan, DeletePod) == []
+    assert _mass(cluster).status == "True" and cluster.status.failures == []

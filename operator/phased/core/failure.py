@@ -28,10 +28,11 @@ deletion, no swap — ``MassFailure`` is set and one Warning event says so, sinc
 nodes at once means the network or the power, and a person should look. One failure is
 always answered, however small the pool — unless it lies in an *outage* (:func:`outage`):
 more than ``maxFailedPercent`` of the nodes the operator sees, of the whole cluster or of the
-failed node's zone, block or rack (at least two), went NotReady within ``massFailure.window``,
-whoever holds them. Then the breaker trips too, whatever the job's own count: a control
-plane cut off from every kubelet, or a top-of-rack switch taking the nodes of several jobs
-and free ones with them, is no failure of the few nodes each job holds there.
+failed node's zone, block or rack (at least two), went NotReady together with them (at most
+``massFailure.window`` before the failures began, or since), whoever holds them. Then the
+breaker trips too, whatever the job's own count: a control plane cut off from every
+kubelet, or a top-of-rack switch taking the nodes of several jobs and free ones with them,
+is no failure of the few nodes each job holds there.
 
 Once tripped it *holds* every failure found, old and new, whatever the window says, with
 their first-seen times kept in ``status.breaker.held`` (never restarted while held); a held
@@ -261,21 +262,24 @@ def _domain_name(key: tuple[str, ...]) -> str:
 
 
 def outage(
-    failed: Iterable[str],
+    failed: Sequence[Failure],
     nodes: Mapping[str, NodeInfo],
     policy: FailurePolicy,
-    now: datetime,
 ) -> Outage | None:
     """The widest domain of a failed node in which more nodes than ``maxFailedPercent`` of
-    the domain's (at least two) went NotReady within ``massFailure.window`` — every node the
-    operator sees counts, the job's, other jobs' and free ones — or ``None``.
+    the domain's (at least two) are NotReady since a time at most ``massFailure.window``
+    before the earliest of these failures began — every node the operator sees counts, the
+    job's, other jobs' and free ones — or ``None``.
 
-    A node NotReady since before the window (a machine down for repair) did not go down
-    together with the others and counts only in the domain's size."""
-    names = [n for n in failed if n in nodes]
+    Measured from the failures' own start, not from now, so a ``notReadyGrace`` longer than
+    the window, or an operator restarted long after, sees the same outage. A node NotReady
+    since before (a machine down for repair) did not go down together with them and counts
+    only in the domain's size."""
+    names = [f.node for f in failed if f.node in nodes]
     if not names:
         return None
-    start = shifted(now, -parse_duration(policy.mass_failure.window))
+    began = min(f.detected for f in failed if f.node in nodes)
+    start = shifted(began, -parse_duration(policy.mass_failure.window))
     size: dict[tuple[str, ...], int] = {}
     down: dict[tuple[str, ...], int] = {}
     for node in nodes.values():

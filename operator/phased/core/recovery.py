@@ -196,7 +196,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         released_at=parse_time(state.released_at),
         released_by=state.released_by,
         now=draft.now,
-        outage=None if tripped else outage(_in_view(failures), draft.nodes, policy, draft.now),
+        outage=None if tripped else outage(_in_view(failures), draft.nodes, policy),
     )
     if verdict.holds:
         _hold(draft, verdict, failures)
@@ -240,9 +240,9 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         _quarantine(draft, failure)
 
 
-def _in_view(failures: Sequence[Failure]) -> list[str]:
-    """The failed nodes an outage may explain: all but the deleted (nothing dates them)."""
-    return [f.node for f in failures if f.reason != FailureReason.NODE_DELETED]
+def _in_view(failures: Sequence[Failure]) -> list[Failure]:
+    """The failures an outage may explain: all but the deleted (nothing dates them)."""
+    return [f for f in failures if f.reason != FailureReason.NODE_DELETED]
 
 
 def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> list[Failure]:
@@ -312,8 +312,8 @@ def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) ->
     if verdict.outage is not None:
         found = verdict.outage
         message = (
-            f"{found.down} of the {found.size} nodes of {found.domain} went NotReady within "
-            f"{draft.spec.failure_policy.mass_failure.window}, more than the "
+            f"{found.down} of the {found.size} nodes of {found.domain} went NotReady "
+            "together, more than the "
             f"{draft.spec.failure_policy.mass_failure.max_failed_percent}% allowed: an outage, "
             "not the nodes' own failure; automatic remediation "
             f"paused; holding {shown}. It resumes when they recover, or run "
