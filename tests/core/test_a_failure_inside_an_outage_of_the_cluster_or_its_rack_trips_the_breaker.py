@@ -5,6 +5,8 @@ a top-of-rack switch taking a few nodes of each of several jobs and the free nod
 them, is no failure of the nodes each job holds there. The job's one failure is no longer
 "always answered" then: quarantined, the fleet would wait for a person for a bad minute."""
 
+from dataclasses import replace
+
 from phased.api.v1alpha1 import JobState, NodeRole
 from phased.core.model import DeletePod, JobRef, NodeInfo, QuarantineNode
 from tests.core.builders import LONG_AGO, Cluster, node, owned, phase, spec, with_ready
@@ -140,3 +142,19 @@ def test_an_outage_is_judged_from_when_the_failures_began_not_from_now():
         plan = cluster.step()
         assert of_kind(plan, QuarantineNode) == [] and of_kind(plan, DeletePod) == []
     assert _mass(cluster).status == "True" and cluster.status.failures == []
+
+
+def test_nodes_an_autoscaler_is_still_bringing_up_are_no_outage():
+    # Ten nodes join at once and are NotReady until their kubelets are up: they never went
+    # dark. The job's lone failure among them is answered.
+    nodes = {f"n{i}": node(f"n{i}", rack="r1") for i in range(5)}
+    cluster = Cluster(spec(phase("train", 1, 1)), nodes)
+    cluster.settle()
+    (active,) = cluster.held(NodeRole.ACTIVE)
+    for i in range(10):
+        fresh = replace(node(f"j{i}", rack="r1"), created=cluster.now)
+        cluster.nodes[fresh.name] = with_ready(fresh, False, cluster.now)
+    _down(cluster, [active])
+    cluster.advance(31)
+    plan = cluster.step()
+    assert [a.node for a in of_kind(plan, QuarantineNode)] == [active]

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from phased.api.durations import parse_duration
@@ -273,8 +273,8 @@ def outage(
 
     Measured from the failures' own start, not from now, so a ``notReadyGrace`` longer than
     the window, or an operator restarted long after, sees the same outage. A node NotReady
-    since before (a machine down for repair) did not go down together with them and counts
-    only in the domain's size."""
+    since before (a machine down for repair), or since it joined (:func:`_joining`), did not
+    go down together with them and counts only in the domain's size."""
     names = [f.node for f in failed if f.node in nodes]
     if not names:
         return None
@@ -282,6 +282,7 @@ def outage(
     start = shifted(began, -parse_duration(policy.mass_failure.window))
     size: dict[tuple[str, ...], int] = {}
     down: dict[tuple[str, ...], int] = {}
+    window = parse_duration(policy.mass_failure.window)
     for node in nodes.values():
         ready = node.condition("Ready")
         went = (
@@ -289,6 +290,7 @@ def outage(
             and ready.status != "True"
             and ready.last_transition is not None
             and ready.last_transition >= start
+            and not _joining(node, ready.last_transition, window)
         )
         for key in _domains(node):
             size[key] = size.get(key, 0) + 1
@@ -299,6 +301,15 @@ def outage(
         if down[key] > allowed:
             return Outage(_domain_name(key), down[key], size[key])
     return None
+
+
+def _joining(node: NodeInfo, transition: datetime, window: float) -> bool:
+    """The node is NotReady since it joined (within ``window`` of its creation): a node an
+    autoscaler is still bringing up never went dark, and a burst of them is no outage."""
+    if node.created is None:
+        return False
+    created = node.created if node.created.tzinfo else node.created.replace(tzinfo=UTC)
+    return transition <= shifted(created, window)
 
 
 @dataclass(frozen=True)
