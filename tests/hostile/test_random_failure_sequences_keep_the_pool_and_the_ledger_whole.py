@@ -1,11 +1,14 @@
 """Random sequences of failures, many at once or one by one, driven through decide and the
 cluster simulator, with every rule that must hold checked after every pass.
 
-What happens: nodes going dark alone or a rack at a time, flapping within their grace, coming
-back; GPUs vanishing from allocatable and GPU faults coming and going; nodes deleted (with
-their pods collected or not) and new ones joining; workers failing on healthy nodes; phases
-completing; time passing; a person's proceed — for jobs restarting the gang and for jobs
-restarting a lost rank alone (``restartScope: Worker``). After every pass:
+What happens: nodes going dark alone or a rack at a time, flapping within their grace,
+coming back; every node of the cluster going NotReady together (a control plane cut off from
+its kubelets), its workers evicted meanwhile or not; the job's whole pool deleted with its
+pods and as many new nodes joining (a node pool recreated); GPUs vanishing from allocatable
+and GPU faults coming and going; nodes deleted (with their pods collected or not) and new
+ones joining; workers failing on healthy nodes; phases completing; time passing; a person's
+proceed — for jobs restarting the gang and for jobs restarting a lost rank alone
+(``restartScope: Worker``). After every pass:
 
 * the status's pool is exactly the nodes labelled as the job's, one role each, and the job
   holds no more than the phase's ``max + spares.count``;
@@ -16,6 +19,8 @@ restarting a lost rank alone (``restartScope: Worker``). After every pass:
 * only the job's own nodes are quarantined, given roles or released, and only free ones are
   claimed (the simulator refuses the rest);
 * the restart counts never go down, and a finished job's breaker holds nothing;
+* no worker of a gang-scoped job is made twice under the same name (a gone generation is
+  never made again);
 * the interruption charged never goes down, never exceeds the time the job has run (no
   interval is counted twice) and keeps a bounded list of stops.
 
@@ -76,6 +81,8 @@ events = st.one_of(
     st.tuples(st.just("finish")),
     st.tuples(st.just("wait"), st.sampled_from([5, 20, 45, 120, 700])),
     st.tuples(st.just("proceed")),
+    st.tuples(st.just("blackout"), st.booleans()),
+    st.tuples(st.just("recreate"), st.booleans()),
 )
 
 jobs = st.fixed_dictionaries(
@@ -149,6 +156,24 @@ def _happen(cluster: Cluster, event: tuple[Any, ...]) -> None:
     elif kind == "heal_all":
         for n in list(cluster.nodes.values()):
             cluster.nodes[n.name] = _healed(n, now)
+        _stop_evicted(cluster)
+    elif kind == "blackout":  # every kubelet's status goes stale at once
+        for n in list(cluster.nodes.values()):
+            cluster.nodes[n.name] = with_ready(n, False, now)
+        if event[1]:  # past the workers' unreachable toleration: evicted, Terminating
+            for p in list(cluster.pods.values()):
+                if p.stop_by is None and p.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+                    cluster.pods[p.name] = replace(p, stop_by=now + timedelta(seconds=30))
+    elif kind == "recreate":  # the job's node pool recreated under new names
+        mine = [n for n in cluster.nodes.values() if n.owner_uid == cluster.job.uid]
+        for n in mine:
+            del cluster.nodes[n.name]
+            for p in [p for p in cluster.pods.values() if p.node_name == n.name]:
+                if event[1]:  # the pod garbage collector came by
+                    del cluster.pods[p.name]
+        for i, n in enumerate(mine):
+            fresh = f"p{len(cluster.log):04d}{i:02d}"
+            cluster.nodes[fresh] = node(fresh, rack=n.labels.get("topology.phased.dev/rack", "r0"))
     elif kind == "delete" and name is not None:
         del cluster.nodes[name]
         if event[2]:  # the pod garbage collector came by
@@ -173,6 +198,14 @@ def _happen(cluster: Cluster, event: tuple[Any, ...]) -> None:
         cluster.advance(event[1])
     elif kind == "proceed":
         cluster.annotations = {labels.ANNOTATION_PROCEED: format_time(now)}
+
+
+def _stop_evicted(cluster: Cluster) -> None:
+    """Workers evicted while their kubelet was away are stopped once it is back."""
+    for p in list(cluster.pods.values()):
+        node_ = cluster.nodes.get(p.node_name or "")
+        if p.stop_by is not None and (node_ is None or node_.ready):
+            del cluster.pods[p.name]
 
 
 def _mine(cluster: Cluster) -> dict[str, NodeRole]:
@@ -241,6 +274,11 @@ def _check(cluster: Cluster, before: TrainingJobStatus, plan: Plan) -> None:
             assert not (isinstance(action, ReleaseNode) and action.node in held), action
 
     assert status.restarts >= before.restarts
+    if cluster.the_spec.failure_policy.restart_scope == "Gang":
+        # (A rank replaced alone whose every pod was collected is numbered from the pods
+        # left, so its attempt may be made again: not judged here.)
+        made = [a.manifest["metadata"]["name"] for a in cluster.log if isinstance(a, CreatePod)]
+        assert len(made) == len(set(made)), "a worker made twice under the same name"
     # Interruptions are charged as they go (no reports here: nothing closes in the past), and
     # never twice: never more than the time the job has run.
     spent, started = status.interruption, parse_time(status.start_time)
@@ -258,6 +296,7 @@ def _progress(cluster: Cluster) -> None:
     """Every node healthy again: the job runs whole, has finished, or says why it waits."""
     for n in list(cluster.nodes.values()):
         cluster.nodes[n.name] = _healed(n, cluster.now)
+    _stop_evicted(cluster)
     for step in range(40):
         if step == 10 and _holding(cluster.status):
             cluster.annotations = {labels.ANNOTATION_PROCEED: format_time(cluster.now)}
@@ -306,6 +345,11 @@ WORKER_SCOPE = {
 @example(job=WORKER_SCOPE, happenings=[("gpus", 0, 0), ("delete", 1, False), ("worker_fails", 0)])
 # ... and a rank replaced alone beside ranks that had succeeded, Recovering for ever.
 @example(job=WORKER_SCOPE, happenings=[("dark", 2), ("dark", 0), ("worker_fails", 0), ("finish",)])
+# Found once whole-cluster blips were drawn: every worker evicted while the kubelets were away
+# came back as the same generation, made again from the phase's start ...
+@example(job={**WORKER_SCOPE, "scope": "Gang"}, happenings=[("flap", 0), ("blackout", True)])
+# ... as after the job's whole pool was deleted with its pods.
+@example(job={**WORKER_SCOPE, "scope": "Gang", "percent": 100}, happenings=[("recreate", True)])
 def test_random_failure_sequences_keep_the_pool_and_the_ledger_whole(
     job: dict[str, Any], happenings: list[tuple[Any, ...]]
 ) -> None:

@@ -773,6 +773,8 @@ class TrainingJobStatus(_Status):
     start_time: str | None = None
     completion_time: str | None = None
     restart_generation: int = 0
+    # The generation of the current phase whose workers were created last (None: none yet).
+    created_generation: int | None = None
     restarts: int = 0
     world_size: int = 0
     active_nodes: int = 0

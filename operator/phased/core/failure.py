@@ -26,7 +26,13 @@ since the last release by a person, exceed ``maxFailedPercent``
 of the pool (active + spares), it *trips*: none of them is answered — no cordon, no pod
 deletion, no swap — ``MassFailure`` is set and one Warning event says so, since so many
 nodes at once means the network or the power, and a person should look. One failure is
-always answered, however small the pool.
+always answered, however small the pool — unless it lies in an *outage* (:func:`outage`):
+more than ``maxFailedPercent`` of the nodes the operator sees, of the whole cluster or of the
+failed node's zone, block or rack (at least two), went NotReady together with them (at most
+``massFailure.window`` before the failures began, or since), whoever holds them. Then the
+breaker trips too, whatever the job's own count: a control plane cut off from every
+kubelet, or a top-of-rack switch taking the nodes of several jobs and free ones with them,
+is no failure of the few nodes each job holds there.
 
 Once tripped it *holds* every failure found, old and new, whatever the window says, with
 their first-seen times kept in ``status.breaker.held`` (never restarted while held); a held
@@ -46,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from phased.api.durations import parse_duration
@@ -229,11 +235,90 @@ class BreakerMove(StrEnum):
 
 
 @dataclass(frozen=True)
+class Outage:
+    """Nodes of one domain that went NotReady together, whoever holds them."""
+
+    domain: str  # "the cluster", "zone z1", "block b1", "rack r1"
+    down: int
+    size: int
+
+
+def _domains(node: NodeInfo) -> list[tuple[str, ...]]:
+    """The domains ``node`` lies in, widest first: the cluster, then its zone, block and rack
+    (each as far as its topology labels name it; a rack is the same rack only within the
+    same block and zone)."""
+    topology = node.topology
+    out: list[tuple[str, ...]] = [()]
+    for depth in range(1, 4):
+        if topology[depth - 1]:
+            out.append(topology[:depth])
+    return out
+
+
+def _domain_name(key: tuple[str, ...]) -> str:
+    if not key:
+        return "the cluster"
+    return f"{('zone', 'block', 'rack')[len(key) - 1]} {key[-1]}"
+
+
+def outage(
+    failed: Sequence[Failure],
+    nodes: Mapping[str, NodeInfo],
+    policy: FailurePolicy,
+) -> Outage | None:
+    """The widest domain of a failed node in which more nodes than ``maxFailedPercent`` of
+    the domain's (at least two) are NotReady since a time at most ``massFailure.window``
+    before the earliest of these failures began — every node the operator sees counts, the
+    job's, other jobs' and free ones — or ``None``.
+
+    Measured from the failures' own start, not from now, so a ``notReadyGrace`` longer than
+    the window, or an operator restarted long after, sees the same outage. A node NotReady
+    since before (a machine down for repair), or since it joined (:func:`_joining`), did not
+    go down together with them and counts only in the domain's size."""
+    names = [f.node for f in failed if f.node in nodes]
+    if not names:
+        return None
+    began = min(f.detected for f in failed if f.node in nodes)
+    start = shifted(began, -parse_duration(policy.mass_failure.window))
+    size: dict[tuple[str, ...], int] = {}
+    down: dict[tuple[str, ...], int] = {}
+    window = parse_duration(policy.mass_failure.window)
+    for node in nodes.values():
+        ready = node.condition("Ready")
+        went = (
+            ready is not None
+            and ready.status != "True"
+            and ready.last_transition is not None
+            and ready.last_transition >= start
+            and not _joining(node, ready.last_transition, window)
+        )
+        for key in _domains(node):
+            size[key] = size.get(key, 0) + 1
+            down[key] = down.get(key, 0) + (1 if went else 0)
+    keys = sorted({k for n in names for k in _domains(nodes[n])}, key=lambda k: (len(k), k))
+    for key in keys:
+        allowed = max(1, math.floor(size[key] * policy.mass_failure.max_failed_percent / 100))
+        if down[key] > allowed:
+            return Outage(_domain_name(key), down[key], size[key])
+    return None
+
+
+def _joining(node: NodeInfo, transition: datetime, window: float) -> bool:
+    """The node is NotReady since it joined (within ``window`` of its creation): a node an
+    autoscaler is still bringing up never went dark, and a burst of them is no outage."""
+    if node.created is None:
+        return False
+    created = node.created if node.created.tzinfo else node.created.replace(tzinfo=UTC)
+    return transition <= shifted(created, window)
+
+
+@dataclass(frozen=True)
 class BreakerVerdict:
     move: BreakerMove
     count: int  # failures counted: unanswered ones now, plus answered ones inside the window
     pool_size: int
     allowed: int
+    outage: Outage | None = None  # what tripped it, when the job's own count did not
 
     @property
     def percent(self) -> float:
@@ -266,6 +351,7 @@ def judge_breaker(
     released_at: datetime | None,
     released_by: str | None,
     now: datetime,
+    outage: Outage | None = None,
 ) -> BreakerVerdict:
     """The breaker's move for this pass (see the module docstring).
 
@@ -273,7 +359,8 @@ def judge_breaker(
     ``troubled`` nodes still within their grace, plus the failures answered inside the
     window — those detected inside it and cordoned after the last release by a person —
     exceed ``maxFailedPercent`` of the pool (at least one is always
-    allowed). Tripped: it holds until no held node is failed any more (``CLEAR``) or a
+    allowed), or when ``outage`` names a domain the failures lie in that went dark together
+    (:func:`outage`). Tripped: it holds until no held node is failed any more (``CLEAR``) or a
     person approves (``RELEASE``) with a proceed time at or after the trip, not the value
     that released it last time; the window plays no part once it holds.
     """
@@ -304,6 +391,8 @@ def judge_breaker(
             move = BreakerMove.HOLD
     elif failures and count > allowed:
         move = BreakerMove.TRIP
+    elif failures and outage is not None:
+        return BreakerVerdict(BreakerMove.TRIP, count, pool_size, allowed, outage)
     else:
         move = BreakerMove.ANSWER
     return BreakerVerdict(move, count, pool_size, allowed)

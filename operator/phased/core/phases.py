@@ -69,7 +69,17 @@ def derive_position(draft: Draft) -> None:
             draft.records[earlier] = record.model_copy(
                 update={"state": PhaseState.SUCCEEDED, "end_time": format_time(draft.now)}
             )
-    draft.set(phase_index=index, phase=names[index], restart_generation=generation)
+    # The newest generation whose workers were made: the status's, or the pods' own.
+    created = status.created_generation if index == status.phase_index else None
+    made_gens = [p.generation for p in draft.pods if p.phase_name == names[index]]
+    if made_gens:
+        created = max(created or 0, *made_gens)
+    draft.set(
+        phase_index=index,
+        phase=names[index],
+        restart_generation=generation,
+        created_generation=created,
+    )
     # The world the generation's workers were made with (a status write lost after their
     # creation, or a create the API refused, left the size before it).
     made = [p for p in draft.pods if p.phase_name == names[index] and p.generation == generation]
@@ -206,7 +216,13 @@ def advance(draft: Draft) -> None:
         draft.event(NORMAL, "JobSucceeded", f"all {len(draft.spec.phases)} phases completed")
         return
     nxt = draft.spec.phases[draft.index + 1]
-    draft.set(phase_index=draft.index + 1, phase=nxt.name, restart_generation=0, world_size=0)
+    draft.set(
+        phase_index=draft.index + 1,
+        phase=nxt.name,
+        restart_generation=0,
+        created_generation=None,
+        world_size=0,
+    )
 
 
 def timed_out(draft: Draft) -> bool:

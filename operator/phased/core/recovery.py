@@ -69,6 +69,7 @@ from phased.core.failure import (
     detect,
     healthy_since,
     judge_breaker,
+    outage,
 )
 from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
@@ -196,6 +197,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         released_at=parse_time(state.released_at),
         released_by=state.released_by,
         now=draft.now,
+        outage=None if tripped else outage(_in_view(failures), draft.nodes, policy),
     )
     if verdict.holds:
         _hold(draft, verdict, failures)
@@ -237,6 +239,11 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
+
+
+def _in_view(failures: Sequence[Failure]) -> list[Failure]:
+    """The failures an outage may explain: all but the deleted (nothing dates them)."""
+    return [f for f in failures if f.reason != FailureReason.NODE_DELETED]
 
 
 def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> list[Failure]:
@@ -303,6 +310,16 @@ def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) ->
         f"paused; holding {shown}. It resumes when they recover, or run "
         f"`phased proceed {job.namespace}/{job.name}` to answer them"
     )
+    if verdict.outage is not None:
+        found = verdict.outage
+        message = (
+            f"{found.down} of the {found.size} nodes of {found.domain} went NotReady "
+            "together, more than the "
+            f"{draft.spec.failure_policy.mass_failure.max_failed_percent}% allowed: an outage, "
+            "not the nodes' own failure; automatic remediation "
+            f"paused; holding {shown}. It resumes when they recover, or run "
+            f"`phased proceed {job.namespace}/{job.name}` to answer them"
+        )
     if verdict.move == BreakerMove.HOLD:
         message = (
             f"holding {len(names)} failed node(s) of {verdict.pool_size}: {shown}. Automatic "
@@ -556,6 +573,7 @@ def tend_generation(draft: Draft) -> None:
     """Keep the running generation whole: delete, promote, restart, recreate."""
     pods = generation_pods(draft)
     if not live(pods):
+        _restart_vanished(draft, pods)
         return
     world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
     losses = _losses(draft, pods, world)
@@ -614,6 +632,26 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _restart_vanished(draft: Draft, pods: list[PodInfo]) -> None:
+    """Every worker of a generation that was created is gone or being deleted, and no
+    restart has moved on from it: their nodes deleted and the pods collected with them (a
+    node pool recreated, a one-node job's node scaled down), or evicted all at once (a
+    control plane cut off from every kubelet past the workers' tolerations). The gang
+    restarts as for any vanished worker — counted in ``restarts``, not the restart budget —
+    so the next workers are a new generation that resumes (``PHASED_RESUME=true``), never
+    the gone one made again from the phase's start. Not while the breaker holds failures:
+    no worker is created then, and the restart waits for it to let go."""
+    gen = draft.status.restart_generation
+    if draft.status.created_generation != gen or draft.breaker_nodes:
+        return
+    world = draft.status.world_size
+    losses = Losses({}, [], list(range(world)), [])
+    if not _count_restart(draft, False):
+        return
+    _charge_stop(draft, losses, pods)
+    gang_restart(draft, f"every worker of generation {gen} is gone")
 
 
 def _succeeded(pods: list[PodInfo]) -> list[int]:

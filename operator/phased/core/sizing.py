@@ -622,7 +622,7 @@ def start_generation(draft: Draft, type_key: str) -> bool:
         draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))
     world = len(actives)
     gen = next_generation(draft)
-    draft.set(restart_generation=gen)
+    draft.set(restart_generation=gen, created_generation=gen)
     resource = gpu_resource(type_key, draft.settings)
     options = checkpoints.worker_options(draft)
     for rank in range(world):
