@@ -27,12 +27,13 @@ of the pool (active + spares), it *trips*: none of them is answered — no cordo
 deletion, no swap — ``MassFailure`` is set and one Warning event says so, since so many
 nodes at once means the network or the power, and a person should look. One failure is
 always answered, however small the pool — unless it lies in an *outage* (:func:`outage`):
-more than ``maxFailedPercent`` of the nodes the operator sees, of the whole cluster or of the
-failed node's zone, block or rack (at least two), went NotReady together with them (at most
-``massFailure.window`` before the failures began, or since), whoever holds them. Then the
-breaker trips too, whatever the job's own count: a control plane cut off from every
-kubelet, or a top-of-rack switch taking the nodes of several jobs and free ones with them,
-is no failure of the few nodes each job holds there.
+more than half of the nodes the operator sees (or more than ``maxFailedPercent``, when that
+is higher), of the whole cluster or of the failed node's zone (at least two), went NotReady
+together with them (at most ``massFailure.window`` before the failures began, or since),
+whoever holds them. Then the breaker trips too, whatever the job's own count: no fleet or
+zone loses half its machines at once — its control plane or its network did, and the nodes
+are likely sound. A rack going dark is no outage: each job answers its share, onto nodes
+elsewhere, as it answers any failure.
 
 Once tripped it *holds* every failure found, old and new, whatever the window says, with
 their first-seen times kept in ``status.breaker.held`` (never restarted while held); a held
@@ -243,22 +244,20 @@ class Outage:
     size: int
 
 
+OUTAGE_PERCENT = 50  # an outage darkens more than this share of a domain at least
+
+
 def _domains(node: NodeInfo) -> list[tuple[str, ...]]:
-    """The domains ``node`` lies in, widest first: the cluster, then its zone, block and rack
-    (each as far as its topology labels name it; a rack is the same rack only within the
-    same block and zone)."""
-    topology = node.topology
-    out: list[tuple[str, ...]] = [()]
-    for depth in range(1, 4):
-        if topology[depth - 1]:
-            out.append(topology[:depth])
-    return out
+    """The domains ``node`` lies in, widest first: the cluster, then its zone (when its
+    topology labels name one). Racks and blocks are not: a rack's switch or power going is a
+    failure of those nodes, which other nodes can replace; a zone's or the whole cluster's
+    nodes going dark together is the network or the control plane."""
+    zone = node.topology[0]
+    return [(), (zone,)] if zone else [()]
 
 
 def _domain_name(key: tuple[str, ...]) -> str:
-    if not key:
-        return "the cluster"
-    return f"{('zone', 'block', 'rack')[len(key) - 1]} {key[-1]}"
+    return f"zone {key[0]}" if key else "the cluster"
 
 
 def outage(
@@ -266,8 +265,9 @@ def outage(
     nodes: Mapping[str, NodeInfo],
     policy: FailurePolicy,
 ) -> Outage | None:
-    """The widest domain of a failed node in which more nodes than ``maxFailedPercent`` of
-    the domain's (at least two) are NotReady since a time at most ``massFailure.window``
+    """The widest domain of a failed node (:func:`_domains`) in which more than half of the
+    domain's nodes (or more than ``maxFailedPercent``, when higher; at least two) are
+    NotReady since a time at most ``massFailure.window``
     before the earliest of these failures began — every node the operator sees counts, the
     job's, other jobs' and free ones — or ``None``.
 
@@ -297,7 +297,8 @@ def outage(
             down[key] = down.get(key, 0) + (1 if went else 0)
     keys = sorted({k for n in names for k in _domains(nodes[n])}, key=lambda k: (len(k), k))
     for key in keys:
-        allowed = max(1, math.floor(size[key] * policy.mass_failure.max_failed_percent / 100))
+        percent = max(OUTAGE_PERCENT, policy.mass_failure.max_failed_percent)
+        allowed = max(1, math.floor(size[key] * percent / 100))
         if down[key] > allowed:
             return Outage(_domain_name(key), down[key], size[key])
     return None

@@ -314,9 +314,8 @@ def _hold(draft: Draft, verdict: BreakerVerdict, failures: Sequence[Failure]) ->
         found = verdict.outage
         message = (
             f"{found.down} of the {found.size} nodes of {found.domain} went NotReady "
-            "together, more than the "
-            f"{draft.spec.failure_policy.mass_failure.max_failed_percent}% allowed: an outage, "
-            "not the nodes' own failure; automatic remediation "
+            "together: an outage of the network or the control plane, not the nodes' own "
+            "failure; automatic remediation "
             f"paused; holding {shown}. It resumes when they recover, or run "
             f"`phased proceed {job.namespace}/{job.name}` to answer them"
         )
