@@ -405,7 +405,7 @@ def _state(draft: Draft) -> JobState:
         return draft.status.state
     if draft.waiting:
         return JobState.WAITING
-    if any(e.resumed is None for e in draft.ledger) or draft.breaker_nodes:
+    if any(e.resumed is None for e in draft.ledger) or _training_held(draft):
         return JobState.RECOVERING
     created = any(_is_pod_action(a) for a in draft.actions)
     pods = live(generation_pods(draft))
@@ -414,6 +414,15 @@ def _state(draft: Draft) -> JobState:
     if pods or created:
         return JobState.RUNNING
     return JobState.PENDING
+
+
+def _training_held(draft: Draft) -> bool:
+    """The breaker holds a node other than a spare the job still holds: an active node, or
+    one deleted since (its place is kept, and no role can be read from it any more). Spares
+    it holds stop no training, and a job whose spares alone failed runs on (``MassFailure``
+    says what is held)."""
+    spares = {n for n, role in draft.roles.items() if role == NodeRole.SPARE}
+    return bool(draft.breaker_nodes - spares)
 
 
 def _finish(draft: Draft, finished: bool = False) -> Plan:
