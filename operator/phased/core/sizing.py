@@ -289,6 +289,32 @@ def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo
     return kept
 
 
+def _gpu_spares_wanted(draft: Draft) -> list[NodeInfo]:
+    """The GPU nodes a CPU phase allowed them holds as spares that waiting GPU jobs want
+    beyond the free nodes of their type: per GPU type, as many as they want of it less those
+    free, the farthest from the pool first. A spare runs no worker, so giving it back stops
+    nothing; held, it is GPU-hours paid for CPU insurance while the GPU job waits for it (its
+    place in line does not matter, as for the refill: :func:`_kept_for_gpu_jobs`)."""
+    if not draft.settings.cpu.allow_gpu_nodes:
+        return []
+    uid = draft.snap.job.uid
+    spares = draft.held(NodeRole.SPARE)
+    given: list[NodeInfo] = []
+    for gpu in draft.settings.gpu_types:
+        wanted = sum(c.wants.get(gpu.value, 0) for c in draft.snap.waiting if c.uid != uid)
+        if wanted <= 0:
+            continue
+        free = sum(
+            1
+            for n in _unheld(draft)
+            if is_free(n, ()) and has_type_labels(n, gpu.value, draft.settings)
+        )
+        mine = [n for n in spares if has_type_labels(n, gpu.value, draft.settings)]
+        ordered = farthest_first(mine, draft.held(NodeRole.ACTIVE))
+        given += ordered[: max(0, wanted - free)]
+    return given
+
+
 def _claim_order(draft: Draft, free: list[NodeInfo]) -> list[NodeInfo]:
     """Free candidates in the order the job claims them: nearest its pool first (ties by
     name); for a CPU phase allowed GPU nodes (``cpu.allowGpuNodes``), every CPU-only node
@@ -553,6 +579,9 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
     for node in draft.held(NodeRole.SPARE):
         if not has_type_labels(node, type_key, draft.settings):
+            _release(draft, node)
+    if type_key == CPU_TYPE:
+        for node in _gpu_spares_wanted(draft):
             _release(draft, node)
     wanted = draft.spec.spares.count
     short = wanted - len(draft.held(NodeRole.SPARE))
