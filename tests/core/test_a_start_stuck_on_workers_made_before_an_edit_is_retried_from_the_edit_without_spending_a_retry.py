@@ -2,8 +2,9 @@
 ``pendingRestarts`` times per phase before the job fails. A start stuck on workers made from
 a worker spec the job no longer has — the person fixed the image (or the pull secret, the
 resources...) while they waited — is not a failed start of the spec as it is: it is retried
-from the edit, and spends no retry. Before, the job failed at the grace of the second stuck
-start though its fix had never been tried.
+from the edit, and spends no retry; and while none of the generation's workers has started,
+at once, not at the grace. Before, the job failed at the grace of the second stuck start
+though its fix had never been tried.
 """
 
 from __future__ import annotations
@@ -67,14 +68,26 @@ def test_a_fix_made_while_the_last_retry_waits_is_tried_and_runs() -> None:
 
     cluster.advance(GRACE / 2)
     pulls.edit("registry.example/llm:1", bad=False)  # fixed while the retry waits
-    pulls.steps()
-    cluster.advance(GRACE / 2 + 1)
-    said = pulls.steps()
+    said = pulls.steps()  # tried at once: none of the workers has started
     assert cluster.status.state != JobState.FAILED, cluster.status.message
     assert "WorkersRestarted" in said
     assert cluster.status.restart_generation == 2
     assert cluster.status.phases[0].pending_restarts == 1  # the retry from the edit is free
     assert cluster.status.state == JobState.RUNNING
+    assert len(cluster.running()) == 2
+
+
+def test_an_edit_is_taken_at_once_only_while_no_worker_has_started() -> None:
+    pulls = _Pulls()
+    pulls.cluster.the_spec = _edit(pulls.cluster.the_spec, "registry.example/llm:1")
+    pulls.bad.clear()
+    pulls.steps()  # the edit before the first start: started from it, at once
+    cluster = pulls.cluster
+    assert len(cluster.running()) == 2
+    generation = cluster.status.restart_generation
+    pulls.edit("registry.example/llm:2", bad=False)  # an edit while the workers run
+    pulls.steps()
+    assert cluster.status.restart_generation == generation  # taken at the next generation
     assert len(cluster.running()) == 2
 
 
@@ -84,8 +97,7 @@ def test_an_edit_that_is_stuck_too_spends_the_retries_and_fails() -> None:
     pulls.cluster.advance(GRACE + 1)
     pulls.steps()
     pulls.edit("registry.example/llm:typo2", bad=True)  # another bad image
-    pulls.cluster.advance(GRACE + 1)
-    pulls.steps()  # the start stuck before the edit: retried from the edit, free
+    pulls.steps()  # the start stuck before the edit: retried from the edit at once, free
     assert pulls.cluster.status.state != JobState.FAILED
     assert pulls.cluster.status.restart_generation == 2
     pulls.cluster.advance(GRACE + 1)

@@ -18,7 +18,11 @@ does not mend by waiting. The retries count as restarts, not against ``restartBu
 worker spec the job no longer has (:func:`phased.core.recovery.made_before_edit`: the image,
 a pull secret, the resources were edited while they waited) is not a failed start of the
 spec as it is: it is retried from the edit and spends no retry (before, the job failed at
-the grace of its last retry though the fix had never been tried). Until the grace runs out
+the grace of its last retry though the fix had never been tried); and when none of the
+generation's workers has started yet, it is made again from the edit at once, without
+waiting for the grace (nothing runs that a restart would stop: a person fixing an image
+that cannot be pulled sees the fix tried within seconds, not after ``pendingGrace``). Until
+the grace runs out
 decide asks to be called again when it would. ``WorkersPending`` turns False once no worker
 of the generation is Pending.
 """
@@ -59,8 +63,36 @@ def stuck_workers(draft: Draft) -> list[PodInfo]:
     return sorted(stuck, key=lambda p: p.name)
 
 
+def _unstarted_before_edit(draft: Draft) -> list[PodInfo]:
+    """The generation's workers when none has started yet (every one Pending, none being
+    deleted) and every one was made from a worker spec the job no longer has: the edit can
+    be taken at once, since nothing runs that a restart would stop."""
+    deleted = draft.deleted_pods()
+    pods = live(generation_pods(draft))
+    if not pods or any(
+        p.phase != PodPhase.PENDING or p.name in deleted or not made_before_edit(draft, p)
+        for p in pods
+    ):
+        return []
+    return sorted(pods, key=lambda p: p.name)
+
+
 def tend_starts(draft: Draft) -> None:
-    """Answer workers stuck Pending: retry the start within ``pendingRestarts``, then fail."""
+    """Answer workers stuck Pending: retry the start within ``pendingRestarts``, then fail.
+    A generation none of whose workers has started, made before an edit of the phase's
+    worker, is made again from the edit at once (:func:`_unstarted_before_edit`)."""
+    unstarted = _unstarted_before_edit(draft)
+    if unstarted and not draft.breaker_nodes:
+        draft.update_record(restarts=draft.record.restarts + 1)
+        draft.set(restarts=draft.status.restarts + 1)
+        gang_restart(
+            draft,
+            f"phase {draft.phase.name}'s worker was edited before any of its workers started "
+            f"({', '.join(p.name for p in unstarted[:5])}"
+            + (f" and {len(unstarted) - 5} more" if len(unstarted) > 5 else "")
+            + "): made again from the edit, spending no retry",
+        )
+        return
     stuck = stuck_workers(draft)
     if not stuck:
         pending = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.PENDING]
