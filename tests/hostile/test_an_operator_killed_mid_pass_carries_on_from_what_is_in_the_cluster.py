@@ -1,0 +1,62 @@
+"""An operator killed in the middle of a pass carries on correctly from what is in the
+cluster. A pass acts (claims, quarantines, role changes, releases, pod creations and
+deletions, in its plan's order) and then writes the job's status; killed at any moment, a
+prefix of its actions has landed and the status write has not. The random failure
+sequences of the property test next door are driven with such kills drawn among them, and
+the pass after each kill — a new operator reading only the cluster and the status as last
+written — is held to every rule that property test checks: the pool as labelled, no ledger
+entry lost (every node quarantined by the lost pass has its entry), nothing done to a
+stranger, no worker made twice under one name, no restart count going down; and once every
+node is healthy again the job makes progress."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from phased.core.model import EmitEvent
+from tests.core.builders import Cluster
+from tests.hostile.test_random_failure_sequences_keep_the_pool_and_the_ledger_whole import (
+    BOUNDED,
+    _cluster,
+    _happen,
+    _pass,
+    _progress,
+    events,
+    jobs,
+)
+
+# After each happening, the first pass may be killed, after this share (%) of its actions.
+kills = st.one_of(st.none(), st.integers(0, 100))
+
+
+def _killed_pass(cluster: Cluster, cut: int) -> None:
+    """A pass killed after ``cut`` % of its actions landed: its status write is lost (and
+    the events it had not posted yet, like the others it would have)."""
+    cluster.advance(1)
+    plan = cluster.decide()
+    acts = [a for a in plan.actions if not isinstance(a, EmitEvent)]
+    for action in acts[: len(acts) * cut // 100]:
+        cluster.log.append(action)
+        cluster._apply(action)
+    cluster.schedule()
+
+
+@BOUNDED
+@given(job=jobs, happenings=st.lists(st.tuples(events, kills), min_size=1, max_size=25))
+def test_a_pass_killed_anywhere_is_carried_on_by_the_next(
+    job: dict[str, Any], happenings: list[tuple[tuple[Any, ...], int | None]]
+) -> None:
+    cluster = _cluster(job)
+    _pass(cluster)
+    for event, cut in happenings:
+        _happen(cluster, event)
+        if cut is not None:
+            _killed_pass(cluster, cut)
+        for _ in range(2):
+            _pass(cluster)
+        if cluster.finished:
+            return
+    _progress(cluster)
