@@ -95,7 +95,11 @@ def _next_id(draft: Draft) -> int:
 
 
 def recover_ledger(draft: Draft) -> None:
-    """Ledger entries for quarantined nodes whose entry a lost status write dropped."""
+    """Ledger entries for quarantined nodes whose entry a lost status write dropped, each
+    said again as ``NodeFailed``: the pass that quarantined the node posts its events after
+    all its actions, so one stopped between (killed, or an API error on a later action) said
+    nothing, and the failure would have been entered with no word at all. (A pass whose
+    status write alone was lost had said it: then it is said twice, the lesser harm.)"""
     known = {(r.node, parse_time(r.detected)) for r in draft.ledger}
     for name in sorted(draft.roles):
         if draft.roles[name] != NodeRole.QUARANTINED:
@@ -114,6 +118,7 @@ def recover_ledger(draft: Draft) -> None:
                 cordoned=format_time(note.cordoned) if note.cordoned else None,
             )
         )
+        draft.event(WARNING, "NodeFailed", f"{note.message} ({note.reason})")
     recover_replacements(draft.ledger, {n: draft.nodes[n] for n in draft.roles if n in draft.nodes})
 
 
@@ -584,11 +589,13 @@ def tend_generation(draft: Draft) -> None:
     if _shrink_to_max(draft, pods, losses):
         return
     if losses.missing and (losses.restart_needed or _swap_interrupted(draft)):
-        # The generation restarts anyway, or a failure is open and no spare has replaced
-        # its node yet (the missing rank's pod was deleted with the node before a crash,
-        # not lost between creates): the missing ranks are part of the restart, never
-        # created again beside it (a gang restart whose status write was lost leaves its
-        # failed worker and no survivors: the new generation comes after them).
+        # The generation restarts anyway, or a failure is open (not resumed yet: the
+        # missing rank's pod may have been deleted with the node, or by a gang restart,
+        # before a crash lost the status write — not lost between creates): the missing
+        # ranks are part of the restart, never created again beside it under a name already
+        # used (a gang restart whose status write was lost leaves its failed worker and
+        # some survivors or none: the new generation comes after them). A crash between
+        # the creates of the generation answering a failure costs one restart more.
         losses.vanished.extend(losses.missing)
         losses.missing.clear()
     if losses.missing:
@@ -844,8 +851,9 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
 
 
 def _swap_interrupted(draft: Draft) -> bool:
-    """A ledger entry has no replacement and no resumption: its swap did not finish."""
-    return any(e.replaced_by is None and e.resumed is None for e in draft.ledger)
+    """A ledger entry has not resumed: its answer (the swap, the restart that follows it)
+    may have been cut short, its status write lost."""
+    return any(e.resumed is None for e in draft.ledger)
 
 
 def _why(losses: Losses) -> str:
