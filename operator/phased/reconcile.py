@@ -340,10 +340,12 @@ class Reconciler:
         """``raw`` is the job as it stands now (a watch event, a read, our own status write).
         When it asks for less capacity in line than before, or left the line (admitted,
         failed, made smaller or invalid), the free nodes the jobs behind kept for it may be
-        theirs now: wake them, as nothing else would (no node changed)."""
-        before = _waiting_for(entry.raw)
+        theirs now: wake them, as nothing else would (no node changed). So too when a job
+        in line moves in it (its ``priority`` edited): the jobs it falls behind may take now
+        what they kept for it."""
+        before, place = _waiting_for(entry.raw), _priority(entry.raw)
         entry.ref, entry.raw = job_ref_from_raw(raw), raw
-        if before and before != _waiting_for(raw):
+        if before and (before != _waiting_for(raw) or place != _priority(raw)):
             self.trigger_waiting()
 
     def pod_event(self, raw: dict[str, Any]) -> None:
@@ -610,11 +612,10 @@ class Reconciler:
             wants = (other.raw.get("status") or {}).get("waitingFor") or {}
             if not wants:
                 continue
-            spec = other.raw.get("spec") or {}
             out.append(
                 Claimant(
                     uid=uid,
-                    priority=int(spec.get("priority") or 0),
+                    priority=_priority(other.raw),
                     created=other.ref.created,
                     wants={str(k): int(v) for k, v in wants.items()},
                 )
@@ -1063,6 +1064,11 @@ def _waiting_for(raw: dict[str, Any]) -> dict[str, Any]:
     status = raw.get("status")
     wanted = status.get("waitingFor") if isinstance(status, dict) else None
     return wanted if isinstance(wanted, dict) else {}
+
+
+def _priority(raw: dict[str, Any]) -> int:
+    """The job's place in the line for capacity, before its age: ``spec.priority``."""
+    return int((raw.get("spec") or {}).get("priority") or 0)
 
 
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:

@@ -12,6 +12,12 @@ Instead the status as it was is written with ``WorkersRefused`` True and the API
 message, the job's message says it, and a Warning event says it once per refusal (again only
 when the message changes). The reconciler tries again with its backoff (up to 30 s); the
 first pass whose creates all land turns the condition False (``Created``).
+
+A job waiting in line so refused cannot claim: the checkpoint claim and the report Secret
+are made before any node is claimed, and the pass stops at their refusal. Its status leaves
+the line (``waitingFor`` cleared), so the jobs behind it take the free nodes they kept for it;
+once mended, its next pass publishes its need again, at the place its priority and age give
+it (before, the status as it was kept its need published for as long as the refusal lasted).
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ def refused(
     change = set_condition(
         status.conditions, ConditionType.WORKERS_REFUSED, True, "Refused", why, now, generation
     )
-    update: dict[str, object] = {"conditions": list(change.conditions)}
+    # A job in line cannot claim while refused (the claim and Secret are made before any
+    # claim, and the pass stops there): it leaves the line, as an invalid one does.
+    update: dict[str, object] = {"conditions": list(change.conditions), "waiting_for": {}}
     if status.state not in (JobState.SUCCEEDED, JobState.FAILED):
         update["message"] = message
     if status.state == JobState.RUNNING:
