@@ -114,7 +114,9 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     derive_position(draft)
     _account(draft)
     checkpoints.prepare(draft)
-    if timed_out(draft):
+    # Workers that met the completion rule did the phase's work: the deadline passing while
+    # the boundary waits (for their final checkpoint, or for this pass) does not fail it.
+    if not phase_complete(draft) and timed_out(draft):
         fail(
             draft,
             "PhaseTimedOut",
