@@ -364,6 +364,10 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
     if not gone:
         draft.event(NORMAL, "NodeQuarantined", f"node {failure.node} cordoned and quarantined")
     spare = failure.role == NodeRole.SPARE  # a spare's failure interrupts no worker
+    # Nor does that of a node whose worker is done: no lost work, and it is resumed at
+    # detection once its replacement is recorded (resume_done_workers).
+    done = not spare and worker_done_on(draft, failure.node)
+    lost = {"generation": draft.status.restart_generation} if done else None
     draft.ledger.append(
         FailureRecord(
             id=_next_id(draft),
@@ -374,13 +378,32 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             detected=format_time(failure.detected),
             cordoned=None if gone else format_time(draft.now),  # a deleted node is not cordoned
             resumed=format_time(failure.detected) if spare else None,
-            **({} if spare else checkpoints.lost_work(draft, failure.detected)),
+            **({} if spare else lost or checkpoints.lost_work(draft, failure.detected)),
         )
     )
     if gone:
         draft.roles.pop(failure.node, None)
     else:
         draft.roles[failure.node] = NodeRole.QUARANTINED
+
+
+def worker_done_on(draft: Draft, name: str) -> bool:
+    """The running generation's worker on ``name`` (the newest attempt of its rank) has
+    succeeded: it did its part, and its node failing after that interrupted nothing (the
+    phase waits only for its peers, or for the final checkpoint at the boundary)."""
+    pods = latest_attempts(live(generation_pods(draft)))
+    return any(p.node_name == name and p.phase == PodPhase.SUCCEEDED for p in pods)
+
+
+def resume_done_workers(draft: Draft) -> None:
+    """Open failures of nodes whose worker had succeeded are resumed at their detection:
+    they interrupted nothing. Run once the pass has promoted or claimed their replacement,
+    which is recorded only on an open entry (:func:`phased.core.ledger.mark_replaced`)."""
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is None and worker_done_on(draft, entry.node):
+            draft.ledger[i] = entry.model_copy(
+                update={"resumed": entry.detected, "interruption_seconds": 0.0}
+            )
 
 
 def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
