@@ -317,8 +317,8 @@ def _gpu_nodes(draft: Draft) -> tuple[accounting.GPUNode, ...]:
 def _mark_resumed(draft: Draft) -> None:
     """Open failures end when every rank of the running generation is Running again (or has
     succeeded) or, when workers report checkpoints, at the first report of a worker started
-    after them. Those of nodes whose worker had succeeded interrupted nothing: resumed at
-    detection."""
+    after them. Those that interrupted nothing (a node whose worker had succeeded, a phase
+    that had made no worker yet) are resumed at detection."""
     resume_done_workers(draft)
     if checkpoints.judged(draft):
         for i, entry in enumerate(draft.ledger):
