@@ -65,7 +65,13 @@ from phased.core.phases import (
     world_of,
 )
 from phased.core.pools import CPU_TYPE, gpu_kind
-from phased.core.recovery import handle_failures, recover_ledger, return_healed, tend_generation
+from phased.core.recovery import (
+    handle_failures,
+    recover_ledger,
+    resume_done_workers,
+    return_healed,
+    tend_generation,
+)
 from phased.core.scope import release_out_of_scope
 from phased.core.settings import Settings
 from phased.core.sizing import (
@@ -114,7 +120,9 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     derive_position(draft)
     _account(draft)
     checkpoints.prepare(draft)
-    if timed_out(draft):
+    # Workers that met the completion rule did the phase's work: the deadline passing while
+    # the boundary waits (for their final checkpoint, or for this pass) does not fail it.
+    if not phase_complete(draft) and timed_out(draft):
         fail(
             draft,
             "PhaseTimedOut",
@@ -309,7 +317,9 @@ def _gpu_nodes(draft: Draft) -> tuple[accounting.GPUNode, ...]:
 def _mark_resumed(draft: Draft) -> None:
     """Open failures end when every rank of the running generation is Running again (or has
     succeeded) or, when workers report checkpoints, at the first report of a worker started
-    after them."""
+    after them. Those that interrupted nothing (a node whose worker had succeeded, a phase
+    that had made no worker yet) are resumed at detection."""
+    resume_done_workers(draft)
     if checkpoints.judged(draft):
         for i, entry in enumerate(draft.ledger):
             if entry.resumed is not None or entry.cordoned is None:

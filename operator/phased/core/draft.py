@@ -59,6 +59,8 @@ class Draft:
     breaker_nodes: set[str] = field(default_factory=set)  # failed, but held by the breaker
     suspect_nodes: set[str] = field(default_factory=set)
     awaiting_final: bool = False  # the phase's workers are done; its final checkpoint is due
+    # Ledger ids of failures answered this pass before the phase had made any worker.
+    unstarted_failures: set[int] = field(default_factory=set)
     # Nodes not held by the job on which others' pods run (seen in snap.node_pods): never
     # claimed. Node name -> the pods, "namespace/name", for the event.
     occupied: dict[str, list[str]] = field(default_factory=dict)

@@ -369,6 +369,12 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
     if not gone:
         draft.event(NORMAL, "NodeQuarantined", f"node {failure.node} cordoned and quarantined")
     spare = failure.role == NodeRole.SPARE  # a spare's failure interrupts no worker
+    # Nor does that of a node whose worker is done: no lost work, and it is resumed at
+    # detection once its replacement is recorded (resume_done_workers).
+    done = not spare and worker_done_on(draft, failure.node, failure.detected)
+    lost = {"generation": draft.status.restart_generation} if done else None
+    if not spare and draft.record.start_time is None:  # no worker of the phase was made yet
+        draft.unstarted_failures.add(_next_id(draft))
     draft.ledger.append(
         FailureRecord(
             id=_next_id(draft),
@@ -379,13 +385,55 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             detected=format_time(failure.detected),
             cordoned=None if gone else format_time(draft.now),  # a deleted node is not cordoned
             resumed=format_time(failure.detected) if spare else None,
-            **({} if spare else checkpoints.lost_work(draft, failure.detected)),
+            **({} if spare else lost or checkpoints.lost_work(draft, failure.detected)),
         )
     )
     if gone:
         draft.roles.pop(failure.node, None)
     else:
         draft.roles[failure.node] = NodeRole.QUARANTINED
+
+
+def worker_done_on(draft: Draft, name: str, detected: datetime | None) -> bool:
+    """The running generation's worker on ``name`` (the newest attempt of its rank), made
+    before the failure was detected, has succeeded: it did its part, and its node failing
+    after that interrupted nothing (the phase waits only for its peers, or for the final
+    checkpoint at the boundary). A worker made later, on the node healed and taken back,
+    says nothing of the failure before it."""
+    pods = latest_attempts(live(generation_pods(draft)))
+    return any(
+        p.node_name == name
+        and p.phase == PodPhase.SUCCEEDED
+        and p.created is not None
+        and detected is not None
+        and p.created <= detected
+        for p in pods
+    )
+
+
+def resume_done_workers(draft: Draft) -> None:
+    """Open failures that interrupted no worker are resumed at their detection: a node whose
+    worker had succeeded, or one answered before the phase's first workers were made
+    (:func:`_before_start`). Run once the pass has promoted or claimed their replacement,
+    which is recorded only on an open entry (:func:`phased.core.ledger.mark_replaced`)."""
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is not None:
+            continue
+        done = worker_done_on(draft, entry.node, parse_time(entry.detected))
+        if done or _before_start(draft, entry):
+            draft.ledger[i] = entry.model_copy(
+                update={"resumed": entry.detected, "interruption_seconds": 0.0}
+            )
+
+
+def _before_start(draft: Draft, entry: FailureRecord) -> bool:
+    """The failure was answered before the phase's first workers were made (this pass, which
+    may make them on the pool without it), or the phase has not started yet: no worker of
+    it ran there. A boundary, or a pool being formed; waiting in line afterwards is waiting,
+    not an interruption."""
+    if entry.id in draft.unstarted_failures:
+        return True
+    return entry.phase == draft.phase.name and draft.record.start_time is None
 
 
 def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
