@@ -6,7 +6,7 @@ call left (the first call only sets ``accounted_at``; see :func:`phased.core.dec
 Per interval:
 
 * active GPU-hours = active nodes x gpusPerNode x hours; spare GPU-hours likewise;
-* busy GPU-hours = Running workers x gpusPerNode x hours;
+* busy GPU-hours = Running workers on its active nodes x gpusPerNode x hours;
 * cost = (active + spare) GPU-hours x the type's price per GPU-hour; a CPU phase costs
   node-hours x ``cpu.pricePerNodeHour`` and adds no GPU-hours — except for a GPU node it
   holds (only with ``cpu.allowGpuNodes``), which is billed as the GPU node it is: its GPUs

@@ -241,10 +241,15 @@ def _running(draft: Draft) -> list[PodInfo]:
 
 
 def _usage(draft: Draft, running: list[PodInfo]) -> accounting.Usage:
+    """The pool held and the Running workers on its active nodes: a worker the API still
+    shows Running on a node the job no longer holds (deleted, its pod not collected yet)
+    uses no GPU the job pays for, and counted it made busy exceed reserved."""
+    active = draft.held(NodeRole.ACTIVE)
+    names = {n.name for n in active}
     return accounting.Usage(
-        active_nodes=len(draft.held(NodeRole.ACTIVE)),
+        active_nodes=len(active),
         spare_nodes=len(draft.held(NodeRole.SPARE)),
-        running_workers=len(running),
+        running_workers=sum(1 for p in running if p.node_name in names),
         gpus_per_node=draft.phase.gpus_per_node,
         type_key=_type_key(draft),
         gpu_nodes=_gpu_nodes(draft) if _type_key(draft) == CPU_TYPE else (),
