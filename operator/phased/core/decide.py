@@ -89,7 +89,13 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     new. The effects — claiming and releasing nodes, pods, the Service, events, the status
     write and the requeue — are performed by :mod:`phased.reconcile`, which applies
     ``Plan.actions`` in order through the kube layer and then writes ``Plan.status`` once.
+
+    The core's clock never goes back: a ``now`` earlier than ``accounting.accountedAt``
+    (the operator's clock stepped back, a new replica's runs behind) is taken as that
+    instant, so no interval is charged twice, no interruption time is taken back and no
+    stamp is written earlier than one already written.
     """
+    now = _not_before_accounted(snapshot, now)
     if snapshot.job.deleting:
         return _deleting(snapshot, settings)
     spec = snapshot.spec
@@ -144,6 +150,11 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     clear_guests(draft)
     checkpoints.check_staleness(draft)
     return _finish(draft)
+
+
+def _not_before_accounted(snapshot: Snapshot, now: datetime) -> datetime:
+    reached = parse_time(snapshot.status.accounting.accounted_at)
+    return now if reached is None else max(now, reached)
 
 
 def _start(draft: Draft) -> None:
