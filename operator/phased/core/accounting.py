@@ -6,7 +6,7 @@ call left (the first call only sets ``accounted_at``; see :func:`phased.core.dec
 Per interval:
 
 * active GPU-hours = active nodes x gpusPerNode x hours; spare GPU-hours likewise;
-* busy GPU-hours = Running workers x gpusPerNode x hours;
+* busy GPU-hours = Running workers on its active nodes x gpusPerNode x hours;
 * cost = (active + spare) GPU-hours x the type's price per GPU-hour; a CPU phase costs
   node-hours x ``cpu.pricePerNodeHour`` and adds no GPU-hours — except for a GPU node it
   holds (only with ``cpu.allowGpuNodes``), which is billed as the GPU node it is: its GPUs
@@ -109,6 +109,11 @@ def add_to_phase(record: PhaseRecord, part: Slice) -> PhaseRecord:
 
 
 def add_to_job(acc: Accounting, part: Slice, now: datetime, currency: str) -> Accounting:
+    """Add ``part`` and move ``accountedAt`` to ``now`` — never back: a clock that reads
+    earlier than it (stepped back, or a new replica's running behind) charged nothing, and
+    the interval up to ``accountedAt`` is charged already."""
+    last = parse_time(acc.accounted_at)
+    stamp = now if last is None else max(last, now)
     return acc.model_copy(
         update={
             "active_gpu_hours": acc.active_gpu_hours + part.active_gpu_hours,
@@ -117,7 +122,7 @@ def add_to_job(acc: Accounting, part: Slice, now: datetime, currency: str) -> Ac
             "gpu_hours": acc.gpu_hours + part.active_gpu_hours + part.spare_gpu_hours,
             "cost": acc.cost + part.cost,
             "currency": currency,
-            "accounted_at": format_time(now),
+            "accounted_at": format_time(stamp),
         }
     )
 

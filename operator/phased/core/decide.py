@@ -95,7 +95,13 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     new. The effects — claiming and releasing nodes, pods, the Service, events, the status
     write and the requeue — are performed by :mod:`phased.reconcile`, which applies
     ``Plan.actions`` in order through the kube layer and then writes ``Plan.status`` once.
+
+    The core's clock never goes back: a ``now`` earlier than ``accounting.accountedAt``
+    (the operator's clock stepped back, a new replica's runs behind) is taken as that
+    instant, so no interval is charged twice, no interruption time is taken back and no
+    stamp is written earlier than one already written.
     """
+    now = _not_before_accounted(snapshot, now)
     if snapshot.job.deleting:
         return _deleting(snapshot, settings)
     spec = snapshot.spec
@@ -152,6 +158,11 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     clear_guests(draft)
     checkpoints.check_staleness(draft)
     return _finish(draft)
+
+
+def _not_before_accounted(snapshot: Snapshot, now: datetime) -> datetime:
+    reached = parse_time(snapshot.status.accounting.accounted_at)
+    return now if reached is None else max(now, reached)
 
 
 def _start(draft: Draft) -> None:
@@ -249,10 +260,15 @@ def _running(draft: Draft) -> list[PodInfo]:
 
 
 def _usage(draft: Draft, running: list[PodInfo]) -> accounting.Usage:
+    """The pool held and the Running workers on its active nodes: a worker the API still
+    shows Running on a node the job no longer holds (deleted, its pod not collected yet)
+    uses no GPU the job pays for, and counted it made busy exceed reserved."""
+    active = draft.held(NodeRole.ACTIVE)
+    names = {n.name for n in active}
     return accounting.Usage(
-        active_nodes=len(draft.held(NodeRole.ACTIVE)),
+        active_nodes=len(active),
         spare_nodes=len(draft.held(NodeRole.SPARE)),
-        running_workers=len(running),
+        running_workers=sum(1 for p in running if p.node_name in names),
         gpus_per_node=draft.phase.gpus_per_node,
         type_key=_type_key(draft),
         gpu_nodes=_gpu_nodes(draft) if _type_key(draft) == CPU_TYPE else (),
