@@ -19,8 +19,8 @@ proceed — for jobs restarting the gang and for jobs restarting a lost rank alo
 * only the job's own nodes are quarantined, given roles or released, and only free ones are
   claimed (the simulator refuses the rest);
 * the restart counts never go down, and a finished job's breaker holds nothing;
-* no worker of a gang-scoped job is made twice under the same name (a gone generation is
-  never made again);
+* no worker is made twice under the same name (a gone generation is never made again, nor
+  an attempt of a rank replaced alone whose newest attempt is gone);
 * the interruption charged never goes down, never exceeds the time the job has run (no
   interval is counted twice) and keeps a bounded list of stops.
 
@@ -274,11 +274,8 @@ def _check(cluster: Cluster, before: TrainingJobStatus, plan: Plan) -> None:
             assert not (isinstance(action, ReleaseNode) and action.node in held), action
 
     assert status.restarts >= before.restarts
-    if cluster.the_spec.failure_policy.restart_scope == "Gang":
-        # (A rank replaced alone whose every pod was collected is numbered from the pods
-        # left, so its attempt may be made again: not judged here.)
-        made = [a.manifest["metadata"]["name"] for a in cluster.log if isinstance(a, CreatePod)]
-        assert len(made) == len(set(made)), "a worker made twice under the same name"
+    made = [a.manifest["metadata"]["name"] for a in cluster.log if isinstance(a, CreatePod)]
+    assert len(made) == len(set(made)), "a worker made twice under the same name"
     # Interruptions are charged as they go (no reports here: nothing closes in the past), and
     # never twice: never more than the time the job has run.
     spent, started = status.interruption, parse_time(status.start_time)
@@ -350,6 +347,9 @@ WORKER_SCOPE = {
 @example(job={**WORKER_SCOPE, "scope": "Gang"}, happenings=[("flap", 0), ("blackout", True)])
 # ... as after the job's whole pool was deleted with its pods.
 @example(job={**WORKER_SCOPE, "scope": "Gang", "percent": 100}, happenings=[("recreate", True)])
+# Found once Worker scope was judged too: a rank whose newest attempt was evicted beside its
+# kept failed first attempt was made again under the evicted attempt's name.
+@example(job=WORKER_SCOPE, happenings=[("dark", 2), ("worker_fails", 0), ("blackout", True)])
 def test_random_failure_sequences_keep_the_pool_and_the_ledger_whole(
     job: dict[str, Any], happenings: list[tuple[Any, ...]]
 ) -> None:

@@ -591,11 +591,27 @@ def gang_restart(draft: Draft, why: str) -> None:
     )
 
 
-def replace_ranks(draft: Draft, pods: list[PodInfo], ranks: list[int], world: int) -> None:
+def replace_ranks(
+    draft: Draft, pods: list[PodInfo], ranks: list[int], world: int, *, made: bool = True
+) -> None:
+    """Create the workers of ``ranks`` in the running generation.
+
+    ``made``: the ranks had workers before, and this is a replacement, counted in
+    ``status.restarts`` before it is made. Its attempt is that count (and past every attempt
+    of the rank still seen): every replacement of a rank comes with a restart counted, so its
+    attempts grow with the count and one is never made again under a name already used, even
+    when the rank's newest attempt is gone (evicted, or collected with its node) and an older
+    one is still there — numbered from the pods left, it was made again, and with no pod left
+    it was attempt 0, which in a phase's first generation also starts with
+    ``PHASED_RESUME=false``. ``made=False``: ranks never created (a crash between creates),
+    their first attempt, 0."""
     gen = draft.status.restart_generation
     for rank in sorted(set(ranks)):
         attempts = [_attempt(p) for p in pods if p.rank == rank]
-        attempt = max(attempts) + 1 if attempts else 0
+        if made:
+            attempt = max(max(attempts, default=0) + 1, draft.status.restarts)
+        else:
+            attempt = max(attempts) + 1 if attempts else 0
         worker = Worker(
             job=draft.snap.job,
             spec=draft.spec,
@@ -647,7 +663,7 @@ def tend_generation(draft: Draft) -> None:
         losses.vanished.extend(losses.missing)
         losses.missing.clear()
     if losses.missing:
-        replace_ranks(draft, pods, losses.missing, world)
+        replace_ranks(draft, pods, losses.missing, world, made=False)
     if not losses.restart_needed:
         keep_troubled_out(draft, frozenset(p.node_name for p in live(pods) if p.node_name))
         # A node can leave the pool while no worker of this generation runs on it yet (its
