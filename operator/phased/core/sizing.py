@@ -277,16 +277,21 @@ def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo
     if not draft.settings.cpu.allow_gpu_nodes:
         return set()
     kept: set[str] = set()
-    uid = draft.snap.job.uid
     for gpu in draft.settings.gpu_types:
         if me is None:
-            others = (c for c in draft.snap.waiting if c.uid != uid)
-            wanted = sum(c.wants.get(gpu.value, 0) for c in others)
+            wanted = _wanted_by_others(draft, gpu.value)
         else:
             wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
         of_type = [n for n in ordered if has_type_labels(n, gpu.value, draft.settings)]
         kept.update(n.name for n in of_type[len(of_type) - min(wanted, len(of_type)) :])
     return kept
+
+
+def _wanted_by_others(draft: Draft, type_key: str) -> int:
+    """How many nodes of ``type_key`` the other jobs waiting in line want, whatever their
+    place in it."""
+    uid = draft.snap.job.uid
+    return sum(c.wants.get(type_key, 0) for c in draft.snap.waiting if c.uid != uid)
 
 
 def _gpu_spares_wanted(draft: Draft) -> list[NodeInfo]:
@@ -297,18 +302,16 @@ def _gpu_spares_wanted(draft: Draft) -> list[NodeInfo]:
     place in line does not matter, as for the refill: :func:`_kept_for_gpu_jobs`)."""
     if not draft.settings.cpu.allow_gpu_nodes:
         return []
-    uid = draft.snap.job.uid
     spares = draft.held(NodeRole.SPARE)
     given: list[NodeInfo] = []
+    unheld: list[NodeInfo] | None = None
     for gpu in draft.settings.gpu_types:
-        wanted = sum(c.wants.get(gpu.value, 0) for c in draft.snap.waiting if c.uid != uid)
+        wanted = _wanted_by_others(draft, gpu.value)
         if wanted <= 0:
             continue
-        free = sum(
-            1
-            for n in _unheld(draft)
-            if is_free(n, ()) and has_type_labels(n, gpu.value, draft.settings)
-        )
+        if unheld is None:
+            unheld = [n for n in _unheld(draft) if is_free(n, ())]
+        free = sum(1 for n in unheld if has_type_labels(n, gpu.value, draft.settings))
         mine = [n for n in spares if has_type_labels(n, gpu.value, draft.settings)]
         ordered = farthest_first(mine, draft.held(NodeRole.ACTIVE))
         given += ordered[: max(0, wanted - free)]
