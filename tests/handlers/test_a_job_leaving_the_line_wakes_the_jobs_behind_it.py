@@ -5,49 +5,24 @@ next resync, 30 s by default, with free nodes idle meanwhile)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
-from phased.core.settings import Settings
-from phased.kube.client import KubeClient
-from phased.reconcile import JobEntry, Reconciler, job_ref_from_raw
-from tests.kube.test_the_client_retries_transient_failures_and_nothing_else import FakeApi
+from tests.handlers import line
+from tests.handlers.line import job
 
-
-def job(uid: str, rv: int, state: str, waiting_for: dict[str, int] | None) -> dict[str, Any]:
-    status: dict[str, Any] = {"state": state}
-    if waiting_for is not None:
-        status["waitingFor"] = waiting_for
-    meta = {"name": uid, "namespace": "ml", "uid": uid, "resourceVersion": str(rv)}
-    return {"metadata": meta, "spec": {}, "status": status}
+KNOWN = [
+    job("ahead", 10, "Waiting", {"H100": 8}),
+    job("behind", 11, "Waiting", {"H100": 2}),
+    job("running", 12, "Running", None),
+]
 
 
 def looked_at(monkeypatch: pytest.MonkeyPatch, event: str, ahead_now: dict[str, Any]) -> set[str]:
     """The jobs a pass looked at after the watch delivers ``event`` of job ``ahead``, with
     ``behind`` waiting in line and ``running`` running."""
-
-    async def scenario() -> set[str]:
-        rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
-        seen: set[str] = set()
-
-        async def guarded(uid: str) -> bool:
-            seen.add(uid)
-            return True
-
-        monkeypatch.setattr(rec, "_guarded", guarded)
-        for raw in (
-            job("ahead", 10, "Waiting", {"H100": 8}),
-            job("behind", 11, "Waiting", {"H100": 2}),
-            job("running", 12, "Running", None),
-        ):
-            rec.jobs[raw["metadata"]["uid"]] = JobEntry(ref=job_ref_from_raw(raw), raw=raw)
-        rec.job_event(event, ahead_now)
-        await asyncio.gather(*rec._tasks)
-        return seen
-
-    return asyncio.run(scenario())
+    return line.looked_at(monkeypatch, KNOWN, event, ahead_now)
 
 
 @pytest.mark.parametrize(
