@@ -446,9 +446,11 @@ def _training_held(draft: Draft) -> bool:
     """The breaker holds a node other than a spare the job still holds: an active node, or
     one deleted since (its place is kept, and no role can be read from it any more). Spares
     it holds stop no training, and a job whose spares alone failed runs on (``MassFailure``
-    says what is held)."""
+    says what is held). Nor does an active node whose worker has succeeded: that rank did
+    its part, and its peers train on."""
     spares = {n for n, role in draft.roles.items() if role == NodeRole.SPARE}
-    return bool(draft.breaker_nodes - spares)
+    done = interruptions.done_nodes(live(generation_pods(draft)), draft.status.breaker.held)
+    return bool(draft.breaker_nodes - spares - done)
 
 
 def _finish(draft: Draft, finished: bool = False) -> Plan:

@@ -206,8 +206,14 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     )
     if verdict.holds:
         _hold(draft, verdict, failures)
-        active = [f for f in failures if f.role == NodeRole.ACTIVE]
-        if active:  # the generation cannot be whole while they are held
+        # The generation cannot be whole while they are held — unless the held node's
+        # worker has succeeded: that rank did its part, and its peers train on.
+        active = [
+            f
+            for f in failures
+            if f.role == NodeRole.ACTIVE and not worker_done_on(draft, f.node, f.detected)
+        ]
+        if active:
             names = ", ".join(sorted(f.node for f in active))
             began = min(f.detected for f in active)
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
