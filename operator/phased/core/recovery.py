@@ -472,16 +472,40 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
         spare = choose_spare(node, healthy, [], draft.tolerations)
         if spare is None:
             return
-        for held, role in ((node, NodeRole.SPARE), (spare, NodeRole.ACTIVE)):
-            draft.act(SetNodeRole(node=held.name, role=role))
-            draft.roles[held.name] = role
+        answered = _hand_over(draft, node.name, spare.name)
+        draft.act(SetNodeRole(node=node.name, role=NodeRole.SPARE))
+        draft.act(
+            SetNodeRole(
+                node=spare.name,
+                role=NodeRole.ACTIVE,
+                replaces=answered,
+                at=draft.now if answered is not None else None,
+            )
+        )
+        draft.roles[node.name] = NodeRole.SPARE
+        draft.roles[spare.name] = NodeRole.ACTIVE
         draft.event(
             NORMAL,
             "TroubledNodeSwapped",
             f"active node {node.name} is in trouble within its grace and no worker is bound "
-            f"to it: spare {spare.name} takes its place in phase {draft.phase.name}, "
-            f"{node.name} stays held as a spare",
+            f"to it: spare {spare.name} takes its place in phase {draft.phase.name}"
+            + (f" (replacing {answered})" if answered is not None else "")
+            + f", {node.name} stays held as a spare",
         )
+
+
+def _hand_over(draft: Draft, troubled: str, spare: str) -> str | None:
+    """The open failure ``troubled`` was to answer (it replaced a failed node, and fell ill
+    before any worker was placed on it) is answered by ``spare``, which takes its place:
+    the entry names it, and so does the note the promotion writes on it. Returns the failed
+    node, if any."""
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is None and entry.replaced_by == troubled:
+            draft.ledger[i] = entry.model_copy(
+                update={"replaced_by": spare, "replaced": format_time(draft.now)}
+            )
+            return entry.node
+    return None
 
 
 # --- the running generation -----------------------------------------------------------------
