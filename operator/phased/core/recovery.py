@@ -496,9 +496,9 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
 
 def _hand_over(draft: Draft, troubled: str, spare: str) -> str | None:
     """The open failure ``troubled`` was to answer (it replaced a failed node, and fell ill
-    before any worker was placed on it) is answered by ``spare``, which takes its place:
-    the entry names it, and so does the note the promotion writes on it. Returns the failed
-    node, if any."""
+    before any worker was placed on it, or before training resumed) is answered by
+    ``spare``, which takes its place: the entry names it, and so does the note the promotion
+    writes on it. Returns the failed node, if any."""
     for i, entry in enumerate(draft.ledger):
         if entry.resumed is None and entry.replaced_by == troubled:
             draft.ledger[i] = entry.model_copy(
