@@ -72,6 +72,7 @@ from phased.core.recovery import (
     return_healed,
     tend_generation,
 )
+from phased.core.refusals import RETURNED, give_back_refused, returned_message
 from phased.core.scope import release_out_of_scope
 from phased.core.settings import Settings
 from phased.core.sizing import (
@@ -148,6 +149,8 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     handle_failures(draft, type_key)
     release_out_of_scope(draft)
     release_cordoned(draft)
+    if give_back_refused(draft):
+        return _finish(draft)  # refused too long: the pool is given back, and it waits
     tend_generation(draft)
     if draft.status.state not in TERMINAL:
         tend_starts(draft)
@@ -367,9 +370,13 @@ def _refusal_over(draft: Draft, state: JobState) -> None:
     """``WorkersRefused`` (phased.core.refusals) turns False with the first plan whose creates
     land (a plan is written only once all its actions landed), or once the job needs no
     workers: it waits holding nothing, or has ended."""
+    created = any(isinstance(a, CreatePod) for a in draft.actions)
     if not draft.is_true(ConditionType.WORKERS_REFUSED):
-        return
-    if any(isinstance(a, CreatePod) for a in draft.actions):
+        cond = find(draft.conditions, ConditionType.WORKERS_REFUSED)
+        if created and cond is not None and cond.reason == RETURNED:  # tried again: admitted
+            draft.condition(ConditionType.WORKERS_REFUSED, False, "Created", "")
+        return  # False already: its reason (Created, NotNeeded, PoolReturned) stays
+    if created:
         draft.condition(ConditionType.WORKERS_REFUSED, False, "Created", "")
     elif state in TERMINAL or state == JobState.WAITING:
         draft.condition(ConditionType.WORKERS_REFUSED, False, "NotNeeded", "")
@@ -446,9 +453,11 @@ def _training_held(draft: Draft) -> bool:
     """The breaker holds a node other than a spare the job still holds: an active node, or
     one deleted since (its place is kept, and no role can be read from it any more). Spares
     it holds stop no training, and a job whose spares alone failed runs on (``MassFailure``
-    says what is held)."""
+    says what is held). Nor does an active node whose worker has succeeded: that rank did
+    its part, and its peers train on."""
     spares = {n for n, role in draft.roles.items() if role == NodeRole.SPARE}
-    return bool(draft.breaker_nodes - spares)
+    done = interruptions.done_nodes(live(generation_pods(draft)), draft.status.breaker.held)
+    return bool(draft.breaker_nodes - spares - done)
 
 
 def _finish(draft: Draft, finished: bool = False) -> Plan:
@@ -511,6 +520,9 @@ def _breaker_done(draft: Draft) -> None:
 def _message(draft: Draft, state: JobState) -> str:
     phase = draft.phase.name
     if state == JobState.WAITING:
+        returned = returned_message(draft)
+        if returned is not None:
+            return returned
         for cond in draft.conditions:
             if cond.type == ConditionType.CAPACITY_SHORT:
                 return cond.message

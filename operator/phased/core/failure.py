@@ -408,14 +408,19 @@ def choose_spare(
     """The Ready spare nearest the lost node (rack, block, zone, any; ties by name). A spare
     a person cordoned, or tainted with a taint the workers (whose pod spec has
     ``tolerations``) do not tolerate, is never chosen: its worker could not be placed there."""
-    ready = [
+    anchors = [lost] if lost is not None else list(actives)
+    ordered = nearest_first(usable_spares(spares, tolerations), anchors)
+    return ordered[0] if ordered else None
+
+
+def usable_spares(spares: Sequence[NodeInfo], tolerations: Sequence[Toleration]) -> list[NodeInfo]:
+    """The spares a worker could be placed on now: Ready, not cordoned by a person, and
+    carrying no taint the workers do not tolerate."""
+    return [
         s
         for s in spares
         if s.ready and not s.unschedulable and not foreign_blocking(s, tolerations)
     ]
-    anchors = [lost] if lost is not None else list(actives)
-    ordered = nearest_first(ready, anchors)
-    return ordered[0] if ordered else None
 
 
 def healthy_since(

@@ -11,7 +11,9 @@ trouble began to when training resumed. But training also stops when no node is 
   at the pass that found it; a restart while a ledger entry is open needs none (the entry
   runs until training resumed);
 * the **breaker holding active nodes**: nothing is answered, the generation cannot be whole
-  — charged from when the first held active node's trouble began, live while it holds.
+  — charged from when the first held active node's trouble began, live while it holds. An
+  active node whose worker of the running generation has succeeded holds no training (that
+  rank did its part): it opens no stop and keeps none open (:func:`done_nodes`).
 
 A stop that is open takes a new cause in (its start moves back if the cause began earlier):
 one interruption, however many restarts it took. It ends when training resumed, never while
@@ -33,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from phased.api.v1alpha1 import Stop
+from phased.api.v1alpha1 import HeldFailure, Stop
 from phased.core.draft import Draft
 from phased.core.model import PodInfo, PodPhase
 from phased.core.times import format_time, parse_time
@@ -71,7 +73,8 @@ def resume(draft: Draft, pods: Sequence[PodInfo], whole: bool) -> None:
 
     ``pods``: the live workers of the running generation; ``whole``: every one of its ranks
     is Running or has succeeded, and this pass created or deleted no worker."""
-    if any(h.role == "active" for h in draft.status.breaker.held):
+    done = done_nodes(pods, draft.status.breaker.held)
+    if any(h.role == "active" and h.node not in done for h in draft.status.breaker.held):
         return
     spent = draft.status.interruption
     stops = list(spent.stops)
@@ -86,6 +89,24 @@ def resume(draft: Draft, pods: Sequence[PodInfo], whole: bool) -> None:
             changed = True
     if changed:
         draft.set(interruption=spent.model_copy(update={"stops": stops}))
+
+
+def done_nodes(pods: Sequence[PodInfo], held: Sequence[HeldFailure]) -> set[str]:
+    """The held nodes on which a worker of ``pods`` (the running generation's), made before
+    the node's trouble began, has succeeded: its rank did its part, so the breaker holding
+    that node stops no training."""
+    done: set[str] = set()
+    for h in held:
+        since = parse_time(h.since)
+        if since is not None and any(
+            p.node_name == h.node
+            and p.phase == PodPhase.SUCCEEDED
+            and p.created is not None
+            and p.created <= since
+            for p in pods
+        ):
+            done.add(h.node)
+    return done
 
 
 def _resumed(

@@ -44,7 +44,9 @@ def decode_replaces(value: str | None) -> tuple[str, datetime] | None:
 
 def recover_replacements(ledger: list[FailureRecord], nodes: dict[str, NodeInfo]) -> None:
     """Entries without a replacement whose replacement is written on a node of the pool
-    (a status write lost after the promotion) get it back."""
+    (a status write lost after the promotion) get it back; so does an open entry whose
+    replacement was handed on since to the node carrying the newer note (a replacement in
+    trouble swapped out before any worker was placed on it)."""
     for node in nodes.values():
         found = decode_replaces(node.annotations.get(labels.ANNOTATION_REPLACES))
         if found is None:
@@ -53,7 +55,13 @@ def recover_replacements(ledger: list[FailureRecord], nodes: dict[str, NodeInfo]
         for i, entry in enumerate(ledger):
             detected = parse_time(entry.detected)
             fits = entry.node == lost and detected is not None and detected <= at
-            if fits and entry.replaced_by is None:
+            replaced = parse_time(entry.replaced)
+            newer = (
+                entry.resumed is None
+                and entry.replaced_by not in (None, node.name)
+                and (replaced is None or replaced < at)
+            )
+            if fits and (entry.replaced_by is None or newer):
                 ledger[i] = entry.model_copy(
                     update={"replaced_by": node.name, "replaced": format_time(at)}
                 )

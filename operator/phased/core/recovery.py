@@ -10,10 +10,11 @@ generation over the new active pool; Worker: a replacement of each lost rank, wh
 scheduler puts on the promoted node — unless a worker of the generation has succeeded, or
 the running phase's worker was edited since the generation was made, when the gang restarts,
 since a rank started alone could not rejoin it (:func:`rejoinable`), and not while the
-breaker holds, when the replacement waits). Without a spare the job restarts
-the gang at a smaller world size if at least ``nodes.min`` healthy active nodes remain
-(``SparesExhausted``), or waits for capacity. The spare pool is refilled afterwards (see
-:mod:`phased.core.sizing`).
+breaker holds, when the replacement waits). When the spares do not cover every lost place
+(``SparesExhausted``) none is promoted here: the gang restarts and the pool is formed again
+by the admission rule (:mod:`phased.core.sizing`: ``nodes.min`` actives, the spares, then
+actives up to ``max``), smaller within ``[min, max]`` or waiting for capacity. The spare
+pool is refilled afterwards (see :mod:`phased.core.sizing`).
 
 ``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
@@ -70,6 +71,7 @@ from phased.core.failure import (
     healthy_since,
     judge_breaker,
     outage,
+    usable_spares,
 )
 from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
@@ -206,8 +208,14 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     )
     if verdict.holds:
         _hold(draft, verdict, failures)
-        active = [f for f in failures if f.role == NodeRole.ACTIVE]
-        if active:  # the generation cannot be whole while they are held
+        # The generation cannot be whole while they are held — unless the held node's
+        # worker has succeeded: that rank did its part, and its peers train on.
+        active = [
+            f
+            for f in failures
+            if f.role == NodeRole.ACTIVE and not worker_done_on(draft, f.node, f.detected)
+        ]
+        if active:
             names = ", ".join(sorted(f.node for f in active))
             began = min(f.detected for f in active)
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
@@ -464,16 +472,40 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
         spare = choose_spare(node, healthy, [], draft.tolerations)
         if spare is None:
             return
-        for held, role in ((node, NodeRole.SPARE), (spare, NodeRole.ACTIVE)):
-            draft.act(SetNodeRole(node=held.name, role=role))
-            draft.roles[held.name] = role
+        answered = _hand_over(draft, node.name, spare.name)
+        draft.act(SetNodeRole(node=node.name, role=NodeRole.SPARE))
+        draft.act(
+            SetNodeRole(
+                node=spare.name,
+                role=NodeRole.ACTIVE,
+                replaces=answered,
+                at=draft.now if answered is not None else None,
+            )
+        )
+        draft.roles[node.name] = NodeRole.SPARE
+        draft.roles[spare.name] = NodeRole.ACTIVE
         draft.event(
             NORMAL,
             "TroubledNodeSwapped",
             f"active node {node.name} is in trouble within its grace and no worker is bound "
-            f"to it: spare {spare.name} takes its place in phase {draft.phase.name}, "
-            f"{node.name} stays held as a spare",
+            f"to it: spare {spare.name} takes its place in phase {draft.phase.name}"
+            + (f" (replacing {answered})" if answered is not None else "")
+            + f", {node.name} stays held as a spare",
         )
+
+
+def _hand_over(draft: Draft, troubled: str, spare: str) -> str | None:
+    """The open failure ``troubled`` was to answer (it replaced a failed node, and fell ill
+    before any worker was placed on it, or before training resumed) is answered by
+    ``spare``, which takes its place: the entry names it, and so does the note the promotion
+    writes on it. Returns the failed node, if any."""
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is None and entry.replaced_by == troubled:
+            draft.ledger[i] = entry.model_copy(
+                update={"replaced_by": spare, "replaced": format_time(draft.now)}
+            )
+            return entry.node
+    return None
 
 
 # --- the running generation -----------------------------------------------------------------
@@ -533,6 +565,12 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
             f"spare {spare.name} promoted to active" + (f", replacing {lost}" if lost else ""),
         )
     return 0
+
+
+def _spares_cover(draft: Draft, world: int) -> bool:
+    """The spares the workers could be placed on fill every place missing from ``world``."""
+    deficit = world - len(draft.held(NodeRole.ACTIVE)) - _held_places(draft)
+    return deficit <= len(usable_spares(draft.held(NodeRole.SPARE), draft.tolerations))
 
 
 def _held_places(draft: Draft) -> int:
@@ -680,17 +718,24 @@ def tend_generation(draft: Draft) -> None:
         return
     _charge_stop(draft, losses, pods)
     _blame_troubles(draft, losses, pods)
-    short = _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
-    active = len(draft.held(NodeRole.ACTIVE))
     why = _why(losses)
-    if short:
-        enough = active >= draft.phase.nodes.min
-        message = f"no spare left for phase {draft.phase.name}: " + (
-            f"restarting on {active} nodes" if enough else "waiting for capacity"
+    if not _spares_cover(draft, world):
+        # Nothing is promoted here: the pool is formed again by the admission rule
+        # (phased.core.sizing), which promotes or claims each replacement it keeps. A spare
+        # promoted now would be turned back into one when the job shrinks, or released
+        # with the rest when it cannot reach nodes.min, and named a replacement meanwhile.
+        lost = sorted({*losses.by_node.values(), *_unreplaced(draft)})
+        what = f"the lost node(s) {', '.join(lost)}" if lost else "the nodes it lacks"
+        message = (
+            f"the spares do not cover {what} of phase "
+            f"{draft.phase.name}: the gang restarts on a pool formed again from the healthy "
+            f"nodes held and free ones (smaller if it must, down to nodes.min "
+            f"{draft.phase.nodes.min}), or waits for capacity"
         )
         draft.condition(ConditionType.SPARES_EXHAUSTED, True, "NoSpare", message, WARNING)
         gang_restart(draft, why)
         return
+    _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
     if not rejoinable(draft, pods):
         gang_restart(draft, why + _alone_note(draft, pods))
         return

@@ -18,18 +18,33 @@ are made before any node is claimed, and the pass stops at their refusal. Its st
 the line (``waitingFor`` cleared), so the jobs behind it take the free nodes they kept for it;
 once mended, its next pass publishes its need again, at the place its priority and age give
 it (before, the status as it was kept its need published for as long as the refusal lasted).
+
+A refusal that lasts gives the pool back (:func:`give_back_refused`): once ``WorkersRefused``
+has been True for ``failurePolicy.pendingGrace`` while no worker of the running generation
+trains (none Running with all its peers: every create refused, or the ones that landed
+waiting for peers that were not), the job stops those workers, releases its active nodes and
+spares, and waits out of line for ``pendingGrace`` (``WorkersRefused`` False, reason
+``PoolReturned``, with one Warning event ``PoolReturned``); then it forms its pool again and
+tries once more. Before, a job whose namespace refused its workers (a quota spent, a webhook
+denying them) held its nodes idle for as long as the refusal lasted, however long. Everything
+it needs is in the status: the condition's transition is when the refusal began, and then
+when the pool was given back; a pass killed mid-way gives back the rest at the next.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from phased.api.v1alpha1 import JobState, TrainingJobStatus
+from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
 from phased.core.conditions import ConditionType, find, set_condition
-from phased.core.draft import WARNING
-from phased.core.model import EmitEvent
+from phased.core.draft import WARNING, Draft
+from phased.core.model import DeletePod, EmitEvent, PodPhase, ReleaseNode
+from phased.core.phases import ENDED, generation_pods, live, world_of
+from phased.core.times import format_time, parse_time
 
 REASON = "WorkersRefused"
+RETURNED = "PoolReturned"  # WorkersRefused's reason while the job waits to try again
 _MESSAGE_LIMIT = 600
 
 
@@ -54,3 +69,93 @@ def refused(
     news = change.flipped or before is None or before.message != why
     event = EmitEvent(type=WARNING, reason=REASON, message=message) if news else None
     return status.model_copy(update=update), event
+
+
+def give_back_refused(draft: Draft) -> bool:
+    """A refusal that lasted ``pendingGrace`` gives the pool back, and the job waits as long
+    before it tries again (module docstring). True while it waits: the pool is not formed."""
+    if draft.breaker_nodes or draft.status.state in (JobState.SUCCEEDED, JobState.FAILED):
+        return False
+    cond = find(draft.conditions, ConditionType.WORKERS_REFUSED)
+    since = parse_time(cond.last_transition_time) if cond is not None else None
+    if cond is None or since is None:
+        return False
+    grace = parse_duration(draft.spec.failure_policy.pending_grace)
+    left = grace - (draft.now - since).total_seconds()
+    if cond.status == "False" and cond.reason == RETURNED:
+        if left <= 0:
+            return False  # tried again: the pool is formed as for any waiting job
+        _release_pool(draft)  # a pass killed while giving it back, or a node come back
+        _wait(draft, left)
+        return True
+    if cond.status != "True" or left > 0 or _training(draft) or not _pool(draft):
+        if cond.status == "True" and left > 0:
+            draft.later(left)
+        return False
+    held = len(_pool(draft))
+    stopped = _stop_workers(draft)
+    _release_pool(draft)
+    again = format_time(draft.now + timedelta(seconds=grace))
+    message = (
+        f"the API server refused the job's workers for {draft.spec.failure_policy.pending_grace}"
+        f" ({cond.message}): its {held} node(s) were given back"
+        + (f", the {stopped} worker(s) it could create stopped" if stopped else "")
+        + f"; it tries again at {again}"
+    )
+    draft.condition(ConditionType.WORKERS_REFUSED, False, RETURNED, message)
+    draft.event(WARNING, RETURNED, message)
+    _wait(draft, grace)
+    return True
+
+
+def returned_message(draft: Draft) -> str | None:
+    """The message of a job waiting to try again after its pool was given back (None once
+    the wait is over: it then waits, if it must, as any job does)."""
+    cond = find(draft.conditions, ConditionType.WORKERS_REFUSED)
+    if cond is None or cond.status != "False" or cond.reason != RETURNED:
+        return None
+    since = parse_time(cond.last_transition_time)
+    grace = parse_duration(draft.spec.failure_policy.pending_grace)
+    if since is None or (draft.now - since).total_seconds() >= grace:
+        return None
+    return cond.message
+
+
+def _pool(draft: Draft) -> list[str]:
+    return [n for n, r in draft.roles.items() if r in (NodeRole.ACTIVE, NodeRole.SPARE)]
+
+
+def _training(draft: Draft) -> bool:
+    """The running generation trains: every rank's worker exists, and one runs or is done."""
+    pods = live(generation_pods(draft))
+    world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
+    ranks = {p.rank for p in pods}
+    whole = world > 0 and all(r in ranks for r in range(world))
+    return whole and any(p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED) for p in pods)
+
+
+def _stop_workers(draft: Draft) -> int:
+    """The workers that did get created wait for peers that never will be: stopped. Their
+    generation is not made again (the next workers are a new one); nothing trained, so no
+    restart is counted."""
+    pods = [p for p in live(generation_pods(draft)) if p.phase not in ENDED]
+    grace = parse_duration(draft.spec.failure_policy.survivor_grace_period)
+    for pod in pods:
+        draft.act(
+            DeletePod(pod.name, reason="workers refused: pool given back", grace_seconds=grace)
+        )
+    if generation_pods(draft):
+        draft.set(restart_generation=draft.status.restart_generation + 1)
+    return len(pods)
+
+
+def _release_pool(draft: Draft) -> None:
+    for name in sorted(_pool(draft)):
+        draft.act(ReleaseNode(node=name))
+        draft.roles.pop(name, None)
+
+
+def _wait(draft: Draft, seconds: float) -> None:
+    draft.waiting = True
+    draft.set(waiting_for={})  # it takes no node meanwhile: it keeps none idle in line
+    draft.later(seconds)
