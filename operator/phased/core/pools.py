@@ -23,7 +23,8 @@ nodes also leaves the GPU nodes that GPU jobs ahead of it wait for: ``sizing._av
 A job whose ``nodes.min`` exceeds every node of each type it accepts in the cluster (that its
 workers tolerate: :func:`type_total`) reserves nothing (it could never start, and must not
 block those that can); one that accepts several
-types waits for one the cluster has enough of (:func:`choose_type`). Spare refills of running
+types waits for one the cluster has enough of (:func:`choose_type`), and reserves its need on
+every accepted type the cluster has enough of (``sizing._wanted_in_line``). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
 they ran with; growing beyond it, they take only what the jobs ahead leave.
 """

@@ -519,7 +519,7 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
         detail = f"{could} could be claimed now" + (
             f" ({reserved} free ones are kept for jobs ahead in line)" if reserved else ""
         )
-        draft.set(waiting_for={type_key: need})
+        draft.set(waiting_for=_wanted_in_line(draft, type_key))
     message = (
         f"need {need} {label} nodes for phase {phase.name} at once, {detail}; "
         "holding none until they can all be claimed"
@@ -532,6 +532,25 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
         draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
     draft.condition(ConditionType.CAPACITY_SHORT, True, "NotEnoughNodes", message, WARNING)
     _wait_timeout(draft)
+
+
+def _wanted_in_line(draft: Draft, type_key: str) -> dict[str, int]:
+    """What a waiting phase publishes in line (``waiting_for``): its ``nodes.min`` of the type
+    it waits for and — before it has started, when any accepted type will do — of every
+    other type it accepts that the cluster has that many nodes of (:func:`type_total`). Nodes
+    of any of them coming free are its as much as those of the type it names, so the jobs
+    behind it keep them for it; published for the named type alone, a job behind it for
+    another accepted type took such nodes whenever its pass happened to run first. A phase
+    that has started runs on the type it started with, and waits for that one only."""
+    need = draft.phase.nodes.min
+    wanted = {type_key: need}
+    if _started(draft):
+        return wanted
+    nodes, gpus = draft.nodes.values(), draft.phase.gpus_per_node
+    for key in type_keys(draft.phase):
+        if type_total(nodes, key, gpus, draft.settings, draft.tolerations) >= need:
+            wanted[key] = need
+    return wanted
 
 
 def _wait_timeout(draft: Draft) -> None:
