@@ -26,8 +26,9 @@ running world restarts the gang, after which the pool is formed again at the new
 
 Gang admission: a phase being formed claims its whole pool in one pass once what it holds
 plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min``; otherwise
-it holds nothing (it gives back what it held), says so in ``CapacityShort`` and publishes
-``waiting_for`` (its ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
+it holds nothing (it gives back what it held, once its need is published:
+:func:`_place_published`), says so in ``CapacityShort`` and publishes ``waiting_for`` (its
+``nodes.min``) so that jobs behind it keep those nodes for it. A phase
 that has started before (re-forming after a failure) and a running generation's spare refill
 never wait in line to make up the pool they ran with; a restart growing the pool beyond
 it takes only what the waiting jobs ahead leave (:func:`_owed`). After
@@ -426,10 +427,14 @@ def form_pool(draft: Draft, type_key: str) -> None:
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
     free, reserved = _available(draft, type_key)
     if len(held) + len(free) < phase.nodes.min:
-        # Gang admission: never sit on part of a pool, idle, while others could use it.
-        for node in held:
-            _release(draft, node)
+        # Gang admission: never sit on part of a pool, idle, while others could use it —
+        # but give it back only once the need is published (:func:`_place_published`).
         _report_capacity(draft, type_key, len(held) + len(free), reserved)
+        if _place_published(draft):
+            for node in held:
+                _release(draft, node)
+        elif held:
+            draft.later(0)
         _surface_left_alone(draft, type_key, True)
         return
     targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
@@ -439,6 +444,22 @@ def form_pool(draft: Draft, type_key: str) -> None:
     _admitted(draft)
     pool = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
     _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
+
+
+def _place_published(draft: Draft) -> bool:
+    """The need this pass publishes in line (``waiting_for``, set by :func:`_report_capacity`)
+    is already in the status as written, which is what the other jobs read the line from.
+
+    A job that must give back the nodes it holds to wait (a boundary whose next phase it
+    cannot have yet, a restart that cannot make up its pool) gives them back only then: the
+    operator acts before it writes the status, so nodes released in the pass that first
+    publishes the need came free while the status still said the job ran, and a job behind
+    it, woken by them, took them from under it. So that pass keeps them and asks to be
+    looked at again at once; the next, reading the need back, releases them. A need of
+    nothing (it could never start as the cluster stands) blocks nobody: given back at once."""
+    wanted = draft.status.waiting_for
+    written = draft.snap.status.waiting_for
+    return all(written.get(key, 0) >= count for key, count in wanted.items())
 
 
 def _given_up_first(draft: Draft, nodes: list[NodeInfo], anchors: list[NodeInfo]) -> list[NodeInfo]:
