@@ -342,10 +342,12 @@ class Reconciler:
         failed, made smaller or invalid), the free nodes the jobs behind kept for it may be
         theirs now: wake them, as nothing else would (no node changed). So too when a job
         in line moves in it (its ``priority`` edited): the jobs it falls behind may take now
-        what they kept for it."""
-        before, place = _waiting_for(entry.raw), _priority(entry.raw)
+        what they kept for it; and when its deletion begins (it leaves the line then:
+        :meth:`_claimants`)."""
+        before, place, deleting = _waiting_for(entry.raw), _priority(entry.raw), entry.ref.deleting
         entry.ref, entry.raw = job_ref_from_raw(raw), raw
-        if before and (before != _waiting_for(raw) or place != _priority(raw)):
+        moved = before != _waiting_for(raw) or place != _priority(raw)
+        if before and (moved or entry.ref.deleting != deleting):
             self.trigger_waiting()
 
     def pod_event(self, raw: dict[str, Any]) -> None:
@@ -607,7 +609,10 @@ class Reconciler:
     def _claimants(self, me: str) -> tuple[Claimant, ...]:
         out = []
         for uid, other in self.jobs.items():
-            if uid == me:
+            if uid == me or other.ref.deleting:
+                # A job being deleted claims nothing, whatever its status still says: its
+                # last pass writes no status (the object is about to go), and it may linger
+                # behind another finalizer with its waitingFor as it was.
                 continue
             wants = (other.raw.get("status") or {}).get("waitingFor") or {}
             if not wants:
