@@ -86,3 +86,11 @@ def test_a_job_that_could_never_start_gives_them_back_at_once():
     plan = cluster.decide()
     assert sorted(r.node for r in of_type(plan, ReleaseNode)) == ["a00", "a01"]
     assert plan.status.waiting_for == {}
+
+
+def test_left_to_itself_it_waits_holding_nothing():
+    cluster = _at_the_boundary()
+    cluster.settle()
+    assert cluster.held(NodeRole.ACTIVE) == [] and cluster.held(NodeRole.SPARE) == []
+    assert cluster.status.state == JobState.WAITING
+    assert cluster.status.waiting_for == {"H100": 5}
