@@ -71,6 +71,7 @@ from phased.core.model import (
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.podlabels import label_int
+from phased.core.pools import waiting_shape
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
 from phased.kube.client import Invalid, KubeClient, KubeError, NotFound
@@ -166,6 +167,9 @@ class JobEntry:
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
     lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
     claim_refused: bool = False  # in this pass, a claim did not happen as decided
+    # The shape of the phase it waits to start, as the other jobs' line reads it, and the
+    # (generation, phase index) it was read for.
+    line_shape: tuple[tuple[int, int], tuple[int, tuple[Any, ...]] | None] | None = None
 
     def look_planned(self, now: float) -> bool:
         """A look is still to come (a fired TimerHandle is not "cancelled": check its due
@@ -617,15 +621,34 @@ class Reconciler:
             wants = (other.raw.get("status") or {}).get("waitingFor") or {}
             if not wants:
                 continue
+            shape = self._line_shape(other)
             out.append(
                 Claimant(
                     uid=uid,
                     priority=_priority(other.raw),
                     created=other.ref.created,
                     wants={str(k): int(v) for k, v in wants.items()},
+                    gpus_per_node=shape[0] if shape is not None else None,
+                    tolerations=shape[1] if shape is not None else None,
                 )
             )
         return tuple(out)
+
+    def _line_shape(self, entry: JobEntry) -> tuple[int, tuple[Any, ...]] | None:
+        """The shape of the phase a waiting job waits to start (its ``gpusPerNode`` and its
+        workers' tolerations), read from its spec and ``status.phaseIndex``, so that the jobs
+        behind it keep only free nodes it could take; ``None`` when they cannot be read (then
+        any node of the type it wants is kept for it). Remembered per generation and index."""
+        index = (entry.raw.get("status") or {}).get("phaseIndex") or 0
+        if not isinstance(index, int):
+            return None
+        key = (entry.ref.generation, index)
+        if entry.line_shape is not None and entry.line_shape[0] == key:
+            return entry.line_shape[1]
+        self._parse_spec(entry)
+        shape = waiting_shape(entry.spec, index) if entry.spec is not None else None
+        entry.line_shape = (key, shape)
+        return shape
 
     async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
         events = [a for a in plan.actions if isinstance(a, EmitEvent)]

@@ -104,6 +104,7 @@ from phased.core.pools import (
     gpu_resource,
     has_type_labels,
     is_free,
+    kept_for_ahead,
     matches,
     nearest_first,
     reserved_ahead,
@@ -252,6 +253,11 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     whatever the line, nearest first; what it would grow by beyond that, like all a phase
     being admitted takes, is only what the waiting jobs ahead of it leave.
 
+    The jobs ahead keep only free nodes they could take (:func:`phased.core.pools.
+    kept_for_ahead`): what they could take that this job cannot counts towards their need
+    first, and a node they could never run on (a taint their workers do not tolerate, fewer
+    GPUs than their ``gpusPerNode``) is not kept for them.
+
     A CPU phase allowed GPU nodes (``cpu.allowGpuNodes``) may take the free GPU nodes too,
     so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
     type that the waiting jobs ahead want of it (the farthest from this job's pool), then,
@@ -265,9 +271,11 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     beyond = ordered[owed:]
     kept = _kept_for_gpu_jobs(draft, me, beyond) if type_key == CPU_TYPE else set()
     rest = [n for n in beyond if n.name not in kept]
-    reserved = reserved_ahead(me, draft.snap.waiting, type_key)
-    keep = max(0, len(rest) - reserved)
-    return ordered[:owed] + rest[:keep], len(kept) + min(reserved, len(rest))
+    candidates = {n.name for n in ordered}  # what the jobs ahead could have beside them
+    others = [n for n in _unheld(draft) if n.name not in candidates]
+    ahead = kept_for_ahead(me, draft.snap.waiting, type_key, rest, others, draft.settings)
+    mine = [n for n in rest if n.name not in ahead]
+    return ordered[:owed] + mine, len(kept) + len(ahead)
 
 
 def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo]) -> set[str]:
