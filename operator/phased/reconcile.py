@@ -71,7 +71,7 @@ from phased.core.model import (
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.podlabels import label_int
-from phased.core.pools import waiting_shape
+from phased.core.pools import CPU_TYPE, has_type_labels, waiting_shape
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
 from phased.kube.client import Invalid, KubeClient, KubeError, NotFound
@@ -353,6 +353,39 @@ class Reconciler:
         moved = before != _waiting_for(raw) or place != _priority(raw)
         if before and (moved or entry.ref.deleting != deleting):
             self.trigger_waiting()
+        self._wake_gpu_spare_holders(before, _waiting_for(raw))
+
+    def _wake_gpu_spare_holders(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """A job that joins the line for a GPU type, or asks for more of it, wakes the running
+        CPU phases holding GPU nodes of that type as spares (``cpu.allowGpuNodes``): they give
+        back the spares waiting GPU jobs want beyond the free nodes, and nothing else would
+        wake them (no node changed) before their next resync."""
+        if not self.settings.cpu.allow_gpu_nodes:
+            return
+        grown = [
+            key
+            for key, count in after.items()
+            if key != CPU_TYPE and _count(count) > _count(before.get(key))
+        ]
+        if not grown:
+            return
+        holders = {
+            node.owner_uid
+            for node in self.nodes.all()
+            if node.owner_uid
+            and node.role == NodeRole.SPARE
+            and any(has_type_labels(node, key, self.settings) for key in grown)
+        }
+        for uid in holders:
+            holder = self.jobs.get(uid)
+            if holder is not None and self._in_cpu_phase(holder):
+                self.trigger(uid)
+
+    def _in_cpu_phase(self, entry: JobEntry) -> bool:
+        index = (entry.raw.get("status") or {}).get("phaseIndex") or 0
+        self._parse_spec(entry)
+        phases = entry.spec.phases if entry.spec is not None else []
+        return isinstance(index, int) and 0 <= index < len(phases) and phases[index].is_cpu_only
 
     def pod_event(self, raw: dict[str, Any]) -> None:
         uid = ((raw.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_JOB_UID)
@@ -1092,6 +1125,14 @@ def _waiting_for(raw: dict[str, Any]) -> dict[str, Any]:
     status = raw.get("status")
     wanted = status.get("waitingFor") if isinstance(status, dict) else None
     return wanted if isinstance(wanted, dict) else {}
+
+
+def _count(value: Any) -> int:
+    """A count in a ``waitingFor`` as written (0 for what does not read as one)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _priority(raw: dict[str, Any]) -> int:
