@@ -71,6 +71,7 @@ from phased.core.model import (
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.podlabels import label_int
+from phased.core.pools import CPU_TYPE, has_type_labels, waiting_shape
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
 from phased.kube.client import Invalid, KubeClient, KubeError, NotFound
@@ -166,6 +167,9 @@ class JobEntry:
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
     lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
     claim_refused: bool = False  # in this pass, a claim did not happen as decided
+    # The shape of the phase it waits to start, as the other jobs' line reads it, and the
+    # (generation, phase index) it was read for.
+    line_shape: tuple[tuple[int, int], tuple[int, tuple[Any, ...]] | None] | None = None
 
     def look_planned(self, now: float) -> bool:
         """A look is still to come (a fired TimerHandle is not "cancelled": check its due
@@ -342,11 +346,46 @@ class Reconciler:
         failed, made smaller or invalid), the free nodes the jobs behind kept for it may be
         theirs now: wake them, as nothing else would (no node changed). So too when a job
         in line moves in it (its ``priority`` edited): the jobs it falls behind may take now
-        what they kept for it."""
-        before, place = _waiting_for(entry.raw), _priority(entry.raw)
+        what they kept for it; and when its deletion begins (it leaves the line then:
+        :meth:`_claimants`)."""
+        before, place, deleting = _waiting_for(entry.raw), _priority(entry.raw), entry.ref.deleting
         entry.ref, entry.raw = job_ref_from_raw(raw), raw
-        if before and (before != _waiting_for(raw) or place != _priority(raw)):
+        moved = before != _waiting_for(raw) or place != _priority(raw)
+        if before and (moved or entry.ref.deleting != deleting):
             self.trigger_waiting()
+        self._wake_gpu_spare_holders(before, _waiting_for(raw))
+
+    def _wake_gpu_spare_holders(self, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """A job that joins the line for a GPU type, or asks for more of it, wakes the running
+        CPU phases holding GPU nodes of that type as spares (``cpu.allowGpuNodes``): they give
+        back the spares waiting GPU jobs want beyond the free nodes, and nothing else would
+        wake them (no node changed) before their next resync."""
+        if not self.settings.cpu.allow_gpu_nodes:
+            return
+        grown = [
+            key
+            for key, count in after.items()
+            if key != CPU_TYPE and _count(count) > _count(before.get(key))
+        ]
+        if not grown:
+            return
+        holders = {
+            node.owner_uid
+            for node in self.nodes.all()
+            if node.owner_uid
+            and node.role == NodeRole.SPARE
+            and any(has_type_labels(node, key, self.settings) for key in grown)
+        }
+        for uid in holders:
+            holder = self.jobs.get(uid)
+            if holder is not None and self._in_cpu_phase(holder):
+                self.trigger(uid)
+
+    def _in_cpu_phase(self, entry: JobEntry) -> bool:
+        index = (entry.raw.get("status") or {}).get("phaseIndex") or 0
+        self._parse_spec(entry)
+        phases = entry.spec.phases if entry.spec is not None else []
+        return isinstance(index, int) and 0 <= index < len(phases) and phases[index].is_cpu_only
 
     def pod_event(self, raw: dict[str, Any]) -> None:
         uid = ((raw.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_JOB_UID)
@@ -607,20 +646,42 @@ class Reconciler:
     def _claimants(self, me: str) -> tuple[Claimant, ...]:
         out = []
         for uid, other in self.jobs.items():
-            if uid == me:
+            if uid == me or other.ref.deleting:
+                # A job being deleted claims nothing, whatever its status still says: its
+                # last pass writes no status (the object is about to go), and it may linger
+                # behind another finalizer with its waitingFor as it was.
                 continue
             wants = (other.raw.get("status") or {}).get("waitingFor") or {}
             if not wants:
                 continue
+            shape = self._line_shape(other)
             out.append(
                 Claimant(
                     uid=uid,
                     priority=_priority(other.raw),
                     created=other.ref.created,
                     wants={str(k): int(v) for k, v in wants.items()},
+                    gpus_per_node=shape[0] if shape is not None else None,
+                    tolerations=shape[1] if shape is not None else None,
                 )
             )
         return tuple(out)
+
+    def _line_shape(self, entry: JobEntry) -> tuple[int, tuple[Any, ...]] | None:
+        """The shape of the phase a waiting job waits to start (its ``gpusPerNode`` and its
+        workers' tolerations), read from its spec and ``status.phaseIndex``, so that the jobs
+        behind it keep only free nodes it could take; ``None`` when they cannot be read (then
+        any node of the type it wants is kept for it). Remembered per generation and index."""
+        index = (entry.raw.get("status") or {}).get("phaseIndex") or 0
+        if not isinstance(index, int):
+            return None
+        key = (entry.ref.generation, index)
+        if entry.line_shape is not None and entry.line_shape[0] == key:
+            return entry.line_shape[1]
+        self._parse_spec(entry)
+        shape = waiting_shape(entry.spec, index) if entry.spec is not None else None
+        entry.line_shape = (key, shape)
+        return shape
 
     async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
         events = [a for a in plan.actions if isinstance(a, EmitEvent)]
@@ -1064,6 +1125,14 @@ def _waiting_for(raw: dict[str, Any]) -> dict[str, Any]:
     status = raw.get("status")
     wanted = status.get("waitingFor") if isinstance(status, dict) else None
     return wanted if isinstance(wanted, dict) else {}
+
+
+def _count(value: Any) -> int:
+    """A count in a ``waitingFor`` as written (0 for what does not read as one)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _priority(raw: dict[str, Any]) -> int:

@@ -374,12 +374,14 @@ class Cluster:
         return plan
 
     def settle(self, limit: int = 12) -> list[Plan]:
-        """Step until decide asks for nothing; returns the plans."""
+        """Step until decide asks for nothing (no action but events, and no look again at
+        once); returns the plans."""
         plans: list[Plan] = []
         for _ in range(limit):
             plan = self.step()
             plans.append(plan)
-            if not any(not isinstance(a, EmitEvent) for a in plan.actions):
+            acts = any(not isinstance(a, EmitEvent) for a in plan.actions)
+            if not acts and plan.requeue_after != 0:
                 return plans
         raise AssertionError(f"not quiet after {limit} steps: {plans[-1].actions}")
 

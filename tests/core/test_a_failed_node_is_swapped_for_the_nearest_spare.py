@@ -170,12 +170,17 @@ def test_without_spares_below_min_the_job_waits_holding_nothing_idle():
     actives = [node("a0"), node("a1")]
     the_spec, held, pods, status = _running_pool(actives, [])
     held[1] = with_ready(held[1], False, at(-60))
-    plan = decide(snapshot(the_spec, held, pods, status), SETTINGS, T0)
+    snap = snapshot(the_spec, held, pods, status)
+    plan = decide(snap, SETTINGS, T0)
     assert plan.status.state == JobState.WAITING
     assert plan.status.waiting_for == {"H100": 2}  # its whole min, to be claimed at once
-    assert [r.node for r in of_type(plan, ReleaseNode)] == ["a0"]
     assert of_type(plan, CreatePod) == []
     assert "CapacityShort" in events(plan)
+    # a0 is given back by the next pass, once its place in line is published
+    assert of_type(plan, ReleaseNode) == [] and plan.requeue_after == 0
+    again = landed(snap, plan).decide()
+    assert [r.node for r in of_type(again, ReleaseNode)] == ["a0"]
+    assert again.status.state == JobState.WAITING
 
 
 def test_a_failed_spare_is_quarantined_and_refilled_without_touching_workers():

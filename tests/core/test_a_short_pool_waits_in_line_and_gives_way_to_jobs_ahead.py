@@ -27,6 +27,8 @@ from tests.core.builders import (
 
 TRAIN = spec(phase("train", 8, 10))
 OTHER = JobRef(namespace="ml", name="other", uid="uid-other", created=T0)
+# Its need already published: what it holds is given back only then.
+IN_LINE = TrainingJobStatus(waiting_for={"H100": 8})
 
 
 def _cond(plan: Plan, kind: str):
@@ -69,7 +71,8 @@ def test_min_is_claimed_at_once_with_the_spares_then_up_to_max():
 def test_part_of_a_pool_below_min_is_given_back():
     held = [owned(n, NodeRole.ACTIVE) for n in nodes("m", 3)]
     busy = [owned(n, NodeRole.ACTIVE, OTHER) for n in nodes("b", 8)]
-    plan = decide(snapshot(TRAIN, [*held, *busy, *nodes("h", 2)]), SETTINGS, T0)
+    snap = snapshot(TRAIN, [*held, *busy, *nodes("h", 2)], status=IN_LINE)
+    plan = decide(snap, SETTINGS, T0)
     assert of_type(plan, ClaimNode) == []
     assert sorted(r.node for r in of_type(plan, ReleaseNode)) == ["m00", "m01", "m02"]
     assert plan.status.state == JobState.WAITING
@@ -105,7 +108,8 @@ def test_nodes_that_are_not_free_are_never_claimed():
 def test_a_job_behind_another_claims_only_beyond_what_the_job_ahead_needs():
     ahead = Claimant("uid-a", priority=5, created=T0, wants={"H100": 4})
     held = [owned(n, NodeRole.ACTIVE) for n in nodes("m", 3)]
-    short = decide(snapshot(TRAIN, [*held, *nodes("h", 8)], waiting=(ahead,)), SETTINGS, T0)
+    snap = snapshot(TRAIN, [*held, *nodes("h", 8)], status=IN_LINE, waiting=(ahead,))
+    short = decide(snap, SETTINGS, T0)
     assert of_type(short, ClaimNode) == []  # 3 held + (8 - 4) free < 8
     assert sorted(r.node for r in of_type(short, ReleaseNode)) == ["m00", "m01", "m02"]
     assert "4 free ones are kept for jobs ahead" in _cond(short, "CapacityShort").message

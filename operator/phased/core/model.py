@@ -185,6 +185,11 @@ class Claimant:
     priority: int
     created: datetime | None
     wants: Mapping[str, int]  # GPU type value ("H100", "" for CPU) -> nodes still missing
+    # The shape of the phase it waits to start, so that only free nodes it could take are
+    # kept for it: its ``gpusPerNode`` and its workers' tolerations (``None``: unknown, any
+    # node of the type it wants is taken to be one it could take).
+    gpus_per_node: int | None = None
+    tolerations: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)

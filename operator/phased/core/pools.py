@@ -18,12 +18,14 @@ Gang admission and fairness: a phase whose pool is being formed either reaches `
 in one pass — what it holds plus the free nodes not reserved for jobs ahead of it in line —
 and claims it all at once, or holds nothing (it gives back what it held for the phase). The
 line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
-ahead that waits for the type reserves the nodes it still needs (a CPU phase allowed GPU
+ahead that waits for the type reserves the nodes it still needs among those it could take
+(:func:`kept_for_ahead`: its workers' tolerations and ``gpusPerNode``) (a CPU phase allowed GPU
 nodes also leaves the GPU nodes that GPU jobs ahead of it wait for: ``sizing._available``).
 A job whose ``nodes.min`` exceeds every node of each type it accepts in the cluster (that its
 workers tolerate: :func:`type_total`) reserves nothing (it could never start, and must not
 block those that can); one that accepts several
-types waits for one the cluster has enough of (:func:`choose_type`). Spare refills of running
+types waits for one the cluster has enough of (:func:`choose_type`), and reserves its need on
+every accepted type the cluster has enough of (``sizing._wanted_in_line``). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
 they ran with; growing beyond it, they take only what the jobs ahead leave.
 """
@@ -35,13 +37,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from phased.api.v1alpha1 import GPUType, Phase
+from phased.api.v1alpha1 import GPUType, Phase, TrainingJobSpec
 from phased.core import labels
 from phased.core.model import Claimant, NodeInfo
 from phased.core.ownership import marks
 from phased.core.selector import selects
 from phased.core.settings import Settings
-from phased.core.tolerations import Toleration, foreign_blocking, untolerated
+from phased.core.tolerations import Toleration, foreign_blocking, of_pod_spec, untolerated
 
 CPU_TYPE = ""  # the "GPU type" of a CPU-only phase in waiting_for and Claimant.wants
 _FAR = 3  # topology distance between nodes with nothing in common
@@ -254,6 +256,83 @@ def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> 
         for c in waiting
         if c.uid != me.uid and c.wants.get(type_key, 0) > 0 and ahead_of(c, me)
     )
+
+
+def waiting_shape(
+    spec: TrainingJobSpec, phase_index: int
+) -> tuple[int, tuple[Toleration, ...]] | None:
+    """The shape of the phase a job at ``phase_index`` waits to start, as the line reads it
+    (:class:`phased.core.model.Claimant`): its ``gpusPerNode`` and its workers' tolerations;
+    ``None`` when the index names no phase."""
+    if not 0 <= phase_index < len(spec.phases):
+        return None
+    phase = spec.phases[phase_index]
+    return phase.gpus_per_node, of_pod_spec(spec.worker_pod(phase).spec)
+
+
+def could_take(claimant: Claimant, node: NodeInfo, type_key: str, settings: Settings) -> bool:
+    """``node`` is free and of a shape the phase ``claimant`` waits to start could run on:
+    its type with the claimant's ``gpusPerNode``, and no blocking taint its workers do not
+    tolerate (for a claimant whose shape is known)."""
+    tolerations = claimant.tolerations or ()
+    gpus = claimant.gpus_per_node or 0
+    return is_free(node, tolerations) and matches(node, type_key, gpus, settings)
+
+
+def kept_for_ahead(
+    me: Claimant,
+    waiting: Iterable[Claimant],
+    type_key: str,
+    mine: Sequence[NodeInfo],
+    free: Iterable[NodeInfo],
+    settings: Settings,
+) -> set[str]:
+    """Of ``mine`` (the free nodes of ``type_key`` ``me`` could claim, nearest first), those
+    kept for the waiting jobs ahead of it, in line order: each job ahead first counts towards
+    its need the other ``free`` nodes it could take that ``me`` cannot (:func:`could_take`),
+    then is kept the rest of its need among ``mine`` that it could take, the farthest from
+    ``me`` first. A node of the type that a job ahead could never run on (a taint its workers
+    do not tolerate, fewer GPUs than its ``gpusPerNode``) is not kept for it."""
+    ahead = sorted(
+        (c for c in waiting if c.uid != me.uid and c.wants.get(type_key, 0) > 0),
+        key=_line_key,
+    )
+    ahead = [c for c in ahead if ahead_of(c, me)]
+    if not ahead:
+        return set()
+    names = {n.name for n in mine}
+    # What any job ahead could take beside them: unmarked, Ready, schedulable, of the type
+    # (each job's own tolerations and GPUs are judged below). Most nodes of a busy cluster
+    # are held, so this is the short list.
+    others = [
+        n
+        for n in free
+        if n.name not in names
+        and not marks(n)
+        and n.ready
+        and not n.unschedulable
+        and has_type_labels(n, type_key, settings)
+    ]
+    used: set[str] = set()
+    kept: set[str] = set()
+    for claimant in ahead:
+        known = claimant.gpus_per_node is not None and claimant.tolerations is not None
+        need = claimant.wants[type_key]
+        if known:
+            for node in others:
+                if need <= 0:
+                    break
+                if node.name not in used and could_take(claimant, node, type_key, settings):
+                    used.add(node.name)
+                    need -= 1
+        for node in reversed(mine):
+            if need <= 0:
+                break
+            if node.name in kept or (known and not could_take(claimant, node, type_key, settings)):
+                continue
+            kept.add(node.name)
+            need -= 1
+    return kept
 
 
 def type_total(

@@ -26,8 +26,9 @@ running world restarts the gang, after which the pool is formed again at the new
 
 Gang admission: a phase being formed claims its whole pool in one pass once what it holds
 plus the free nodes not reserved for jobs ahead of it in line reach ``nodes.min``; otherwise
-it holds nothing (it gives back what it held), says so in ``CapacityShort`` and publishes
-``waiting_for`` (its ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
+it holds nothing (it gives back what it held, once its need is published:
+:func:`_place_published`), says so in ``CapacityShort`` and publishes ``waiting_for`` (its
+``nodes.min``) so that jobs behind it keep those nodes for it. A phase
 that has started before (re-forming after a failure) and a running generation's spare refill
 never wait in line to make up the pool they ran with; a restart growing the pool beyond
 it takes only what the waiting jobs ahead leave (:func:`_owed`). After
@@ -103,6 +104,7 @@ from phased.core.pools import (
     gpu_resource,
     has_type_labels,
     is_free,
+    kept_for_ahead,
     matches,
     nearest_first,
     reserved_ahead,
@@ -251,6 +253,11 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     whatever the line, nearest first; what it would grow by beyond that, like all a phase
     being admitted takes, is only what the waiting jobs ahead of it leave.
 
+    The jobs ahead keep only free nodes they could take (:func:`phased.core.pools.
+    kept_for_ahead`): what they could take that this job cannot counts towards their need
+    first, and a node they could never run on (a taint their workers do not tolerate, fewer
+    GPUs than their ``gpusPerNode``) is not kept for them.
+
     A CPU phase allowed GPU nodes (``cpu.allowGpuNodes``) may take the free GPU nodes too,
     so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
     type that the waiting jobs ahead want of it (the farthest from this job's pool), then,
@@ -264,9 +271,11 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     beyond = ordered[owed:]
     kept = _kept_for_gpu_jobs(draft, me, beyond) if type_key == CPU_TYPE else set()
     rest = [n for n in beyond if n.name not in kept]
-    reserved = reserved_ahead(me, draft.snap.waiting, type_key)
-    keep = max(0, len(rest) - reserved)
-    return ordered[:owed] + rest[:keep], len(kept) + min(reserved, len(rest))
+    candidates = {n.name for n in ordered}  # what the jobs ahead could have beside them
+    others = [n for n in _unheld(draft) if n.name not in candidates]
+    ahead = kept_for_ahead(me, draft.snap.waiting, type_key, rest, others, draft.settings)
+    mine = [n for n in rest if n.name not in ahead]
+    return ordered[:owed] + mine, len(kept) + len(ahead)
 
 
 def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo]) -> set[str]:
@@ -429,10 +438,14 @@ def form_pool(draft: Draft, type_key: str) -> None:
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
     free, reserved = _available(draft, type_key)
     if len(held) + len(free) < phase.nodes.min:
-        # Gang admission: never sit on part of a pool, idle, while others could use it.
-        for node in held:
-            _release(draft, node)
+        # Gang admission: never sit on part of a pool, idle, while others could use it —
+        # but give it back only once the need is published (:func:`_place_published`).
         _report_capacity(draft, type_key, len(held) + len(free), reserved)
+        if _place_published(draft):
+            for node in held:
+                _release(draft, node)
+        elif held:
+            draft.later(0)
         _surface_left_alone(draft, type_key, True)
         return
     targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
@@ -442,6 +455,22 @@ def form_pool(draft: Draft, type_key: str) -> None:
     _admitted(draft)
     pool = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
     _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
+
+
+def _place_published(draft: Draft) -> bool:
+    """The need this pass publishes in line (``waiting_for``, set by :func:`_report_capacity`)
+    is already in the status as written, which is what the other jobs read the line from.
+
+    A job that must give back the nodes it holds to wait (a boundary whose next phase it
+    cannot have yet, a restart that cannot make up its pool) gives them back only then: the
+    operator acts before it writes the status, so nodes released in the pass that first
+    publishes the need came free while the status still said the job ran, and a job behind
+    it, woken by them, took them from under it. So that pass keeps them and asks to be
+    looked at again at once; the next, reading the need back, releases them. A need of
+    nothing (it could never start as the cluster stands) blocks nobody: given back at once."""
+    wanted = draft.status.waiting_for
+    written = draft.snap.status.waiting_for
+    return all(written.get(key, 0) >= count for key, count in wanted.items())
 
 
 def _given_up_first(draft: Draft, nodes: list[NodeInfo], anchors: list[NodeInfo]) -> list[NodeInfo]:
@@ -522,7 +551,7 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
         detail = f"{could} could be claimed now" + (
             f" ({reserved} free ones are kept for jobs ahead in line)" if reserved else ""
         )
-        draft.set(waiting_for={type_key: need})
+        draft.set(waiting_for=_wanted_in_line(draft, type_key))
     message = (
         f"need {need} {label} nodes for phase {phase.name} at once, {detail}; "
         "holding none until they can all be claimed"
@@ -535,6 +564,25 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
         draft.condition(ConditionType.CAPACITY_SHORT, False, "Enough", "")
     draft.condition(ConditionType.CAPACITY_SHORT, True, "NotEnoughNodes", message, WARNING)
     _wait_timeout(draft)
+
+
+def _wanted_in_line(draft: Draft, type_key: str) -> dict[str, int]:
+    """What a waiting phase publishes in line (``waiting_for``): its ``nodes.min`` of the type
+    it waits for and — before it has started, when any accepted type will do — of every
+    other type it accepts that the cluster has that many nodes of (:func:`type_total`). Nodes
+    of any of them coming free are its as much as those of the type it names, so the jobs
+    behind it keep them for it; published for the named type alone, a job behind it for
+    another accepted type took such nodes whenever its pass happened to run first. A phase
+    that has started runs on the type it started with, and waits for that one only."""
+    need = draft.phase.nodes.min
+    wanted = {type_key: need}
+    if _started(draft):
+        return wanted
+    nodes, gpus = draft.nodes.values(), draft.phase.gpus_per_node
+    for key in type_keys(draft.phase):
+        if type_total(nodes, key, gpus, draft.settings, draft.tolerations) >= need:
+            wanted[key] = need
+    return wanted
 
 
 def _wait_timeout(draft: Draft) -> None:
