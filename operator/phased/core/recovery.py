@@ -4,16 +4,16 @@ For every failed node in one call (several at once are all answered, each with i
 swap): ``QuarantineNode`` (detected = when the trouble began, cordoned = now), a ledger
 entry, events ``NodeFailed`` and ``NodeQuarantined``. Then, level-based over the running
 generation: workers on a node that is no longer active are deleted (forced when the kubelet
-is gone), a Ready spare nearest the lost node is promoted for each missing active node
-(``SparePromoted``), and the lost ranks are restarted per ``restartScope`` (Gang: a new
-generation over the new active pool; Worker: a replacement of each lost rank, which the
-scheduler puts on the promoted node — unless a worker of the generation has succeeded, or
-the running phase's worker was edited since the generation was made, when the gang restarts,
-since a rank started alone could not rejoin it (:func:`rejoinable`), and not while the
-breaker holds, when the replacement waits). Without a spare the job restarts
-the gang at a smaller world size if at least ``nodes.min`` healthy active nodes remain
-(``SparesExhausted``), or waits for capacity. The spare pool is refilled afterwards (see
-:mod:`phased.core.sizing`).
+is gone), a Ready spare nearest the lost node (one under no suspicion first) is promoted for
+each missing active node (``SparePromoted``), and the lost ranks are restarted per
+``restartScope`` (Gang: a new generation over the new active pool; Worker: a replacement of
+each lost rank, which the scheduler puts on the promoted node — unless a worker of the
+generation has succeeded, or the running phase's worker was edited since the generation
+was made, when the gang restarts, since a rank started alone could not rejoin it
+(:func:`rejoinable`), and not while the breaker holds, when the replacement waits). Without
+a spare the job restarts the gang at a smaller world size if at least ``nodes.min`` healthy
+active nodes remain (``SparesExhausted``), or waits for capacity. The spare pool is refilled
+afterwards (see :mod:`phased.core.sizing`).
 
 ``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
@@ -519,7 +519,11 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
     for i in range(max(0, deficit)):
         anchor = draft.nodes.get(lost_nodes[i]) if i < len(lost_nodes) else None
         spare = choose_spare(
-            anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE), draft.tolerations
+            anchor,
+            draft.held(NodeRole.SPARE),
+            draft.held(NodeRole.ACTIVE),
+            draft.tolerations,
+            draft.suspect_nodes,
         )
         if spare is None:
             return deficit - i

@@ -498,7 +498,12 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
         else:
             _release(draft, node)
     while len(draft.held(NodeRole.ACTIVE)) < targets.active and draft.held(NodeRole.SPARE):
-        spare = nearest_first(draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))[0]
+        # One under no suspicion first: a spare in trouble promoted here would only trade
+        # places again before the generation starts (keep_troubled_out).
+        spare = sorted(
+            nearest_first(draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE)),
+            key=lambda n: n.name in draft.suspect_nodes,
+        )[0]
         # A node that failed while no generation ran (e.g. between a gang restart and the
         # next generation) is answered here: this promotion is its replacement.
         answered = mark_replaced(draft.ledger, None, spare.name, draft.now)
