@@ -195,6 +195,7 @@ def pod(
         node_name=node_name,
         phase=state,
         created=T0,
+        controller=job.uid,
     )
 
 
@@ -330,8 +331,12 @@ class Cluster:
         elif isinstance(action, CreatePod):
             meta = action.manifest["metadata"]
             assert meta["name"] not in self.pods, f"duplicate create {meta['name']}"
+            owner = next(o for o in meta["ownerReferences"] if o.get("controller"))
             self.pods[meta["name"]] = PodInfo(
-                name=meta["name"], labels=dict(meta["labels"]), created=self.now
+                name=meta["name"],
+                labels=dict(meta["labels"]),
+                created=self.now,
+                controller=owner["uid"],
             )
         elif isinstance(action, DeletePod):
             self.pods.pop(action.name, None)

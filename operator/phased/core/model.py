@@ -117,6 +117,9 @@ class PodInfo:
     # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
     waiting_reason: str = ""
     waiting_message: str = ""
+    # The UID its controlling ownerReference names ("" when none): the job's for every worker
+    # Phased makes; a pod that only carries the job's labels is not the job's.
+    controller: str = ""
 
     @property
     def deleting(self) -> bool:

@@ -126,7 +126,16 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         reason=reason,
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
+        controller=_controller(meta),
     )
+
+
+def _controller(meta: dict[str, Any]) -> str:
+    """The UID the object's controlling ownerReference names, "" when it has none."""
+    for owner in meta.get("ownerReferences") or []:
+        if isinstance(owner, dict) and owner.get("controller") is True:
+            return str(owner.get("uid") or "")
+    return ""
 
 
 def _waiting(status: dict[str, Any]) -> tuple[str, str]:
