@@ -163,7 +163,8 @@ class NodePod:
     operator: bool = False
     terminal: bool = False  # Succeeded or Failed: holds nothing any more
     deleting: bool = False  # metadata.deletionTimestamp is set: on its way out
-    job_uid: str = ""  # the phased.dev/job-uid label of a Phased worker
+    # The UID its controlling ownerReference names ("" when none): a worker's is its job's.
+    controller: str = ""
 
     @property
     def key(self) -> str:

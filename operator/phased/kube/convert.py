@@ -6,7 +6,6 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from phased.core import labels
 from phased.core.model import (
     JobRef,
     NodeCondition,
@@ -181,7 +180,7 @@ def node_pod_from_raw(raw: dict[str, Any], operator: tuple[str, str] | None = No
         operator=operator is not None and (namespace, name) == operator,
         terminal=status.get("phase") in _TERMINAL,
         deleting=meta.get("deletionTimestamp") is not None,
-        job_uid=str((meta.get("labels") or {}).get(labels.LABEL_JOB_UID) or ""),
+        controller=_controller(meta),
     )
 
 
