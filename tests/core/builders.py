@@ -308,12 +308,15 @@ class Cluster:
                 kept = {k: v for k, v in n.labels.items() if k not in job_keys}
                 self.nodes[n.name] = replace(n, labels=kept)
                 return
-            kept = {k: v for k, v in n.labels.items() if not k.startswith(labels.PREFIX)}
+            # As the kube layer's release: Phased's own marks go, whatever else is there stays.
+            ours = (*labels.OWNERSHIP_ANNOTATIONS, labels.ANNOTATION_REPLACES)
             self.nodes[n.name] = replace(
                 n,
-                labels=kept,
-                taints=tuple(t for t in n.taints if not t.key.startswith(labels.PREFIX)),
-                annotations={},
+                labels={k: v for k, v in n.labels.items() if k not in labels.OWNERSHIP_LABELS},
+                taints=tuple(
+                    t for t in n.taints if t.key not in (labels.TAINT_POOL, labels.TAINT_SPARE)
+                ),
+                annotations={k: v for k, v in n.annotations.items() if k not in ours},
             )  # a cordon stays: a release never uncordons (a person's cordon is theirs)
         elif isinstance(action, QuarantineNode):
             n = owned(self.nodes[action.node], NodeRole.QUARANTINED, self.job)
@@ -327,7 +330,8 @@ class Cluster:
             )
         elif isinstance(action, UnquarantineNode):
             n = owned(self.nodes[action.node], NodeRole.SPARE, self.job)
-            self.nodes[n.name] = replace(n, unschedulable=False, annotations={})
+            taints = tuple(t for t in n.taints if t.key != labels.TAINT_QUARANTINE)
+            self.nodes[n.name] = replace(n, unschedulable=False, annotations={}, taints=taints)
         elif isinstance(action, CreatePod):
             meta = action.manifest["metadata"]
             assert meta["name"] not in self.pods, f"duplicate create {meta['name']}"
