@@ -44,7 +44,7 @@ from phased.core.model import (
     Taint,
     UnquarantineNode,
 )
-from phased.core.quarantine import QuarantineNote, encode_quarantine
+from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_quarantine
 from phased.core.reports import Report, ReportStore, merge
 from phased.core.settings import Settings
 
@@ -319,10 +319,13 @@ class Cluster:
                 annotations={k: v for k, v in n.annotations.items() if k not in ours},
             )  # a cordon stays: a release never uncordons (a person's cordon is theirs)
         elif isinstance(action, QuarantineNode):
-            n = owned(self.nodes[action.node], NodeRole.QUARANTINED, self.job)
+            before = self.nodes[action.node]
+            n = owned(before, NodeRole.QUARANTINED, self.job)
             note = QuarantineNote.for_action(
                 self.job.uid, action.reason, action.message, action.detected, action.cordoned
             )
+            if before.unschedulable:  # as the kube layer: someone else's cordon, on the note
+                note = note.over_a_cordon()
             self.nodes[n.name] = replace(
                 n,
                 unschedulable=True,
@@ -331,7 +334,9 @@ class Cluster:
         elif isinstance(action, UnquarantineNode):
             n = owned(self.nodes[action.node], NodeRole.SPARE, self.job)
             taints = tuple(t for t in n.taints if t.key != labels.TAINT_QUARANTINE)
-            self.nodes[n.name] = replace(n, unschedulable=False, annotations={}, taints=taints)
+            note = decode_quarantine(n.annotations.get(labels.ANNOTATION_QUARANTINE))
+            theirs = note is not None and note.cordoned_before  # their cordon stays
+            self.nodes[n.name] = replace(n, unschedulable=theirs, annotations={}, taints=taints)
         elif isinstance(action, CreatePod):
             meta = action.manifest["metadata"]
             assert meta["name"] not in self.pods, f"duplicate create {meta['name']}"

@@ -270,7 +270,8 @@ class QuarantineNode:
 
 @dataclass(frozen=True)
 class UnquarantineNode:
-    """Uncordon a healthy quarantined node and make it a spare of the job again."""
+    """Uncordon a healthy quarantined node and make it a spare of the job again (a cordon
+    someone else put there before the quarantine, which its note records, stays)."""
 
     node: str
 

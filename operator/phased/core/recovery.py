@@ -75,6 +75,7 @@ from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
     CreatePod,
     DeletePod,
+    NodeInfo,
     PodInfo,
     PodPhase,
     QuarantineNode,
@@ -958,22 +959,40 @@ def return_healed(draft: Draft, type_key: str) -> None:
             draft.later(flaps)
             continue
         short = len(draft.held(NodeRole.SPARE)) < draft.spec.spares.count
-        # A node relabelled out of the operator's nodeSelector is not the operator's to use.
-        fits = has_type_labels(node, type_key, draft.settings) and selects(
-            draft.settings.node_selector, node.labels
+        # A node relabelled out of the operator's nodeSelector is not the operator's to use;
+        # nor is one someone else had cordoned before it was quarantined: that cordon stays.
+        theirs = _cordoned_before(node)
+        fits = (
+            has_type_labels(node, type_key, draft.settings)
+            and selects(draft.settings.node_selector, node.labels)
+            and not theirs
         )
         if short and fits and draft.status.state not in (JobState.SUCCEEDED, JobState.FAILED):
             draft.act(UnquarantineNode(node=node.name))
             draft.roles[node.name] = NodeRole.SPARE
             draft.event(NORMAL, "NodeReturned", f"node {node.name} healthy again: back as a spare")
         else:
-            # Given back to the cluster whole: uncordoned and its quarantine note gone first,
-            # since a release alone keeps a quarantined node's cordon and marks for a person.
+            # Given back to the cluster whole: its quarantine note and taint gone first (and
+            # Phased's cordon), since a release alone keeps a quarantined node's cordon and
+            # marks for a person.
             draft.act(UnquarantineNode(node=node.name))
             draft.act(ReleaseNode(node=node.name))
             draft.roles.pop(node.name, None)
             draft.event(
                 NORMAL,
                 "NodeReleased",
-                f"node {node.name} healthy again: uncordoned and released to the cluster",
+                f"node {node.name} healthy again: "
+                + (
+                    "released to the cluster, still cordoned (someone else cordoned it before "
+                    "Phased quarantined it)"
+                    if theirs
+                    else "uncordoned and released to the cluster"
+                ),
             )
+
+
+def _cordoned_before(node: NodeInfo) -> bool:
+    """The quarantined node's note says it was cordoned by someone else before Phased
+    quarantined it (:mod:`phased.core.quarantine`): that cordon is theirs and stays."""
+    note = decode_quarantine(node.annotations.get(labels.ANNOTATION_QUARANTINE))
+    return note is not None and note.cordoned_before
