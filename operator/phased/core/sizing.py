@@ -362,11 +362,11 @@ def release_misfits(draft: Draft, type_key: str) -> None:
     whose trouble failure handling judges (:func:`_failing`)."""
     gpus = draft.phase.gpus_per_node
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
-        if not fits(node, type_key, gpus, draft.settings) and not _failing(draft, node):
+        if not fits(node, type_key, gpus, draft.settings) and not _failing(draft, node, type_key):
             _release(draft, node)
 
 
-def _failing(draft: Draft, node: NodeInfo) -> bool:
+def _failing(draft: Draft, node: NodeInfo, type_key: str) -> bool:
     """``node`` does not fit the phase because it is failing, not because it could never
     serve it: the breaker holds it, or its GPUs dropped below ``gpusPerNode`` while it
     served the running phase (:func:`_dropped`). Failure handling judges it — quarantined
@@ -374,10 +374,10 @@ def _failing(draft: Draft, node: NodeInfo) -> bool:
     a misfit: released, a broken node went back to the cluster unquarantined, with no
     ledger entry, and one the breaker held was said to have recovered."""
     held = {h.node for h in draft.snap.status.breaker.held} | draft.breaker_nodes
-    return node.name in held or _dropped(draft, node)
+    return node.name in held or _dropped(draft, node, type_key)
 
 
-def _dropped(draft: Draft, node: NodeInfo) -> bool:
+def _dropped(draft: Draft, node: NodeInfo, type_key: str) -> bool:
     """The phase has started (its GPU shape cannot change any more), the last pass held
     ``node`` for it, and it allocates fewer of the phase's GPUs than ``gpusPerNode`` now: a
     GPU drop. Its capacity may have gone with them (a GPU fallen off the bus, the device
@@ -385,7 +385,7 @@ def _dropped(draft: Draft, node: NodeInfo) -> bool:
     held for another phase (a boundary), or before the phase started (its shape may still
     be edited), is judged by what it is."""
     status = draft.snap.status
-    resource = gpu_resource(draft.record.gpu_type or CPU_TYPE, draft.settings)
+    resource = gpu_resource(type_key, draft.settings)
     return (
         resource is not None
         and draft.record.start_time is not None
@@ -615,7 +615,8 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     a waiting GPU job wants, though, whatever its place in line (:func:`_kept_for_gpu_jobs`):
     a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
     for node in draft.held(NodeRole.SPARE):
-        if not has_type_labels(node, type_key, draft.settings) and not _failing(draft, node):
+        misfit = not has_type_labels(node, type_key, draft.settings)
+        if misfit and not _failing(draft, node, type_key):
             _release(draft, node)
     if type_key == CPU_TYPE:
         for node in _gpu_spares_wanted(draft):
