@@ -70,7 +70,7 @@ from phased.core.model import (
 )
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
-from phased.core.podlabels import label_int
+from phased.core.podlabels import label_int, made_by_job
 from phased.core.pools import CPU_TYPE, has_type_labels, waiting_shape
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
@@ -955,7 +955,9 @@ class Reconciler:
     async def _newest_attempt(self, entry: JobEntry, report: reports.Report) -> int | None:
         """The highest attempt among the worker pods of ``report``'s rank, phase and
         generation, from a fresh list; None for a job whose ranks are only ever restarted
-        as a gang (its attempts stay 0: no list spent on each report)."""
+        as a gang (its attempts stay 0: no list spent on each report). Only pods the job
+        made count (:func:`phased.core.podlabels.made_by_job`): a copy carrying the rank's
+        labels and a higher attempt would tell the running worker to stop."""
         spec = entry.spec
         if spec is not None and spec.failure_policy.restart_scope == RestartScope.GANG:
             return None
@@ -967,7 +969,9 @@ class Reconciler:
         attempts = [
             label_int(p, labels.LABEL_ATTEMPT) or 0
             for p in pods
-            if p.phase_name == report.phase and p.generation == report.generation
+            if p.phase_name == report.phase
+            and p.generation == report.generation
+            and made_by_job(entry.ref.uid, p)
         ]
         return max(attempts, default=None)
 

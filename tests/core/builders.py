@@ -44,7 +44,7 @@ from phased.core.model import (
     Taint,
     UnquarantineNode,
 )
-from phased.core.quarantine import QuarantineNote, encode_quarantine
+from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_quarantine
 from phased.core.reports import Report, ReportStore, merge
 from phased.core.settings import Settings
 
@@ -195,6 +195,7 @@ def pod(
         node_name=node_name,
         phase=state,
         created=T0,
+        controller=job.uid,
     )
 
 
@@ -307,18 +308,24 @@ class Cluster:
                 kept = {k: v for k, v in n.labels.items() if k not in job_keys}
                 self.nodes[n.name] = replace(n, labels=kept)
                 return
-            kept = {k: v for k, v in n.labels.items() if not k.startswith(labels.PREFIX)}
+            # As the kube layer's release: Phased's own marks go, whatever else is there stays.
+            ours = (*labels.OWNERSHIP_ANNOTATIONS, labels.ANNOTATION_REPLACES)
             self.nodes[n.name] = replace(
                 n,
-                labels=kept,
-                taints=tuple(t for t in n.taints if not t.key.startswith(labels.PREFIX)),
-                annotations={},
+                labels={k: v for k, v in n.labels.items() if k not in labels.OWNERSHIP_LABELS},
+                taints=tuple(
+                    t for t in n.taints if t.key not in (labels.TAINT_POOL, labels.TAINT_SPARE)
+                ),
+                annotations={k: v for k, v in n.annotations.items() if k not in ours},
             )  # a cordon stays: a release never uncordons (a person's cordon is theirs)
         elif isinstance(action, QuarantineNode):
-            n = owned(self.nodes[action.node], NodeRole.QUARANTINED, self.job)
+            before = self.nodes[action.node]
+            n = owned(before, NodeRole.QUARANTINED, self.job)
             note = QuarantineNote.for_action(
                 self.job.uid, action.reason, action.message, action.detected, action.cordoned
             )
+            if before.unschedulable:  # as the kube layer: someone else's cordon, on the note
+                note = note.over_a_cordon()
             self.nodes[n.name] = replace(
                 n,
                 unschedulable=True,
@@ -326,12 +333,19 @@ class Cluster:
             )
         elif isinstance(action, UnquarantineNode):
             n = owned(self.nodes[action.node], NodeRole.SPARE, self.job)
-            self.nodes[n.name] = replace(n, unschedulable=False, annotations={})
+            taints = tuple(t for t in n.taints if t.key != labels.TAINT_QUARANTINE)
+            note = decode_quarantine(n.annotations.get(labels.ANNOTATION_QUARANTINE))
+            theirs = note is not None and note.cordoned_before  # their cordon stays
+            self.nodes[n.name] = replace(n, unschedulable=theirs, annotations={}, taints=taints)
         elif isinstance(action, CreatePod):
             meta = action.manifest["metadata"]
             assert meta["name"] not in self.pods, f"duplicate create {meta['name']}"
+            owner = next(o for o in meta["ownerReferences"] if o.get("controller"))
             self.pods[meta["name"]] = PodInfo(
-                name=meta["name"], labels=dict(meta["labels"]), created=self.now
+                name=meta["name"],
+                labels=dict(meta["labels"]),
+                created=self.now,
+                controller=owner["uid"],
             )
         elif isinstance(action, DeletePod):
             self.pods.pop(action.name, None)

@@ -31,7 +31,7 @@ TRAIN = spec(phase("train", 2, 2))
 
 
 def _stopping(name: str = "busy") -> NodePod:
-    return node_pod("other-train-g0-0", name, namespace="ml", job_uid="uid-o", deleting=True)
+    return node_pod("other-train-g0-0", name, namespace="ml", controller="uid-o", deleting=True)
 
 
 def _tenant(name: str = "busy") -> NodePod:

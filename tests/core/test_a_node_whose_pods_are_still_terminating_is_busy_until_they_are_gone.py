@@ -34,7 +34,7 @@ CLASSES = Settings(preemptible_priority_classes=["best-effort"])
 def _leaving(**flags: object) -> NodePod:
     """Another job's worker on node "busy", deleted with a long grace and still stopping."""
     return node_pod(
-        "other-train-g0-0", "busy", namespace="ml", job_uid="uid-other", deleting=True, **flags
+        "other-train-g0-0", "busy", namespace="ml", controller="uid-other", deleting=True, **flags
     )
 
 

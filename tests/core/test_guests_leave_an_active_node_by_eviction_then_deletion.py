@@ -16,6 +16,7 @@ from phased.core.model import EvictPod, FinishClearing, NodeInfo, NodePod
 from phased.core.occupancy import guests
 from phased.core.settings import Settings
 from phased.core.times import format_time
+from phased.kube.convert import node_pod_from_raw
 from tests.core.builders import (
     JOB,
     SETTINGS,
@@ -74,7 +75,7 @@ def test_guests_that_came_after_the_claim_are_evicted_and_nothing_else() -> None
         node_pod("phased-0", "p", namespace="phased", created=AFTER, operator=True),
         node_pod("done", "p", created=AFTER, terminal=True),
         node_pod("leaving", "p", created=AFTER, deleting=True),
-        node_pod("llm-train-g0-1", "p", namespace=JOB.namespace, created=AFTER, job_uid=JOB.uid),
+        node_pod("llm-train-g0-1", "p", namespace=JOB.namespace, created=AFTER, controller=JOB.uid),
     )
     plan = _running(guests)
     assert of_type(plan, EvictPod) == [EvictPod("tenant", "borrower", "p", delete=False)]
@@ -92,10 +93,27 @@ def test_a_guest_created_in_the_claims_own_second_is_evicted() -> None:
     assert [g.name for g in found.evict] == ["borrower"] and not found.stay
 
 
-def test_a_pod_forging_the_jobs_uid_label_in_another_namespace_is_still_a_guest() -> None:
-    forged = node_pod("squatter", "p", namespace="tenant", created=AFTER, job_uid=JOB.uid)
+def test_a_pod_forging_the_jobs_uid_in_another_namespace_is_still_a_guest() -> None:
+    forged = node_pod("squatter", "p", namespace="tenant", created=AFTER, controller=JOB.uid)
     plan = _running((forged,))
     assert [e.name for e in of_type(plan, EvictPod)] == ["squatter"]
+
+
+def test_a_copy_of_a_worker_in_the_jobs_namespace_that_the_job_did_not_make_is_a_guest() -> None:
+    """It carries the job's labels (its manifest copied to debug a worker) but the job is not
+    its controller: no worker, so it leaves like any pod that came after the claim."""
+    raw = {
+        "metadata": {
+            "namespace": JOB.namespace,
+            "name": "llm-train-g0-1-copy",
+            "creationTimestamp": format_time(AFTER),
+            "labels": {labels.LABEL_JOB_UID: JOB.uid, labels.LABEL_RANK: "1"},
+        },
+        "spec": {"nodeName": "p"},
+        "status": {"phase": "Running"},
+    }
+    plan = _running((node_pod_from_raw(raw),))
+    assert [e.name for e in of_type(plan, EvictPod)] == ["llm-train-g0-1-copy"]
 
 
 def test_a_guest_of_a_preemptible_class_leaves_even_if_it_was_there_first() -> None:

@@ -85,12 +85,17 @@ class FakePods:
         self.pods: list[dict[str, Any]] = []
         self.lists = 0
 
-    def add(self, rank: int, generation: int, attempt: int, phase_name: str = "train") -> None:
+    def add(
+        self, rank: int, generation: int, attempt: int, phase_name: str = "train", ours: bool = True
+    ) -> None:
+        """A worker of the job; ``ours=False``: a pod that only carries its labels."""
+        owner = {"kind": "TrainingJob", "name": JOB.name, "uid": JOB.uid, "controller": True}
         self.pods.append(
             {
                 "metadata": {
                     "name": f"w-{phase_name}-g{generation}-{rank}-a{attempt}",
                     "namespace": JOB.namespace,
+                    "ownerReferences": [owner] if ours else [],
                     "labels": {
                         LABEL_JOB_UID: JOB.uid,
                         LABEL_PHASE: phase_name,
@@ -272,6 +277,22 @@ def test_a_rank_replaced_on_its_own_leaves_its_old_worker_refused_and_told_to_st
         assert phased_worker.report_progress(301, environ=_environ(port, token_file))  # rank 0
         store = decode(jobs.annotations[ANNOTATION_REPORTS])
         assert store.checkpoint is not None and store.checkpoint.path == "/c/step-290"
+
+    _serve(tmp_path, worker, job_spec=WORKER_SCOPED, pods=pods)
+
+
+def test_a_pod_that_only_carries_a_ranks_labels_supersedes_none_of_its_workers(tmp_path):
+    # A copy of rank 1's worker (its manifest copied, the attempt label edited) is not the
+    # job's: the worker of the newest attempt the job made still reports.
+    pods = FakePods()
+    pods.add(rank=1, generation=2, attempt=0)
+    pods.add(rank=1, generation=2, attempt=5, ours=False)
+
+    def worker(port: int, token_file: Path, jobs: FakeJobs, metrics: Metrics) -> None:
+        jobs.status = {"phase": "train", "restartGeneration": 2}
+        env = _environ(port, token_file, PHASED_RANK="1", PHASED_ATTEMPT="0")
+        assert phased_worker.report_checkpoint(300, "/c/step-300", environ=env)
+        assert _count(metrics, "checkpoint", "superseded") == 0
 
     _serve(tmp_path, worker, job_spec=WORKER_SCOPED, pods=pods)
 

@@ -199,6 +199,18 @@ def raw_pods(draw: st.DrawFn, i: int, phase_names: list[str], node_names: list[s
             "labels": pod_labels,
             "creationTimestamp": draw(TIMES),
             "deletionTimestamp": draw(st.sampled_from([None, "2026-03-01T11:59:00Z"])),
+            # Mostly the job's workers; some only carry its labels (a copy, another tool's).
+            "ownerReferences": draw(
+                st.sampled_from(
+                    [
+                        [{"kind": "TrainingJob", "uid": JOB.uid, "controller": True}],
+                        [{"kind": "TrainingJob", "uid": JOB.uid, "controller": True}],
+                        [{"kind": "TrainingJob", "uid": JOB.uid, "controller": True}],
+                        [{"kind": "ReplicaSet", "uid": "uid-rs", "controller": True}],
+                        [],
+                    ]
+                )
+            ),
         },
         "spec": {"nodeName": draw(st.sampled_from([None, "ghost", *node_names]))},
         "status": status,
@@ -322,7 +334,7 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
     name the job's own pods or new pods with valid names."""
     assert isinstance(plan, Plan) and isinstance(plan.status, TrainingJobStatus)
     by_name = {n.name: n for n in snapshot.nodes}
-    pods = {p.name for p in snapshot.pods}
+    pods = {p.name: p for p in snapshot.pods}
     for action in plan.actions:
         if isinstance(action, ClaimNode):
             node = by_name[action.node]
@@ -353,6 +365,7 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             assert quarantined or labels.TAINT_QUARANTINE not in {t.key for t in node.taints}
         elif isinstance(action, DeletePod):
             assert action.name in pods
+            assert pods[action.name].controller == snapshot.job.uid, "deleted a pod not its own"
         elif isinstance(action, CreatePod):
             metadata = action.manifest["metadata"]
             assert is_dns_label(metadata["name"]) and metadata["name"] not in pods

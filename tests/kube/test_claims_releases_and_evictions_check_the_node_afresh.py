@@ -266,15 +266,18 @@ def test_pods_are_read_with_what_deciding_needs() -> None:
             "namespace": "phased",
             "name": "op-0",
             "creationTimestamp": "2026-03-01T11:00:00Z",
-            "ownerReferences": [{"kind": "DaemonSet", "name": "x", "controller": False}],
-            "labels": {labels.LABEL_JOB_UID: "u"},
+            "ownerReferences": [
+                {"kind": "DaemonSet", "name": "x", "controller": False},
+                {"kind": "TrainingJob", "name": "j", "uid": "u", "controller": True},
+            ],
+            "labels": {labels.LABEL_JOB_UID: "other"},  # a label does not make it a worker
         },
         "spec": {"nodeName": "n", "priorityClassName": "best-effort"},
         "status": {"phase": "Failed"},
     }
     pod = node_pod_from_raw(raw, ("phased", "op-0"))
     assert (pod.operator, pod.daemon, pod.terminal, pod.mirror) == (True, False, True, False)
-    assert (pod.priority_class, pod.job_uid, pod.node) == ("best-effort", "u", "n")
+    assert (pod.priority_class, pod.controller, pod.node) == ("best-effort", "u", "n")
     assert node_pod_from_raw(raw, None).operator is False
 
 

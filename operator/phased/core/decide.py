@@ -25,6 +25,7 @@ and spare nodes; ``Plan.finished`` is True once they hold none.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from phased.api.durations import format_duration, parse_duration
@@ -64,6 +65,7 @@ from phased.core.phases import (
     timed_out,
     world_of,
 )
+from phased.core.podlabels import made_by_job
 from phased.core.pools import CPU_TYPE, gpu_kind
 from phased.core.recovery import (
     handle_failures,
@@ -103,6 +105,9 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     stamp is written earlier than one already written.
     """
     now = _not_before_accounted(snapshot, now)
+    # Pods that only carry the job's labels are not its workers (phased.core.podlabels).
+    workers = tuple(p for p in snapshot.pods if made_by_job(snapshot.job.uid, p))
+    snapshot = replace(snapshot, pods=workers)
     if snapshot.job.deleting:
         return _deleting(snapshot, settings)
     spec = snapshot.spec

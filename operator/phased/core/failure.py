@@ -51,7 +51,7 @@ lets go with them: ``MassFailureCleared``, reason ``JobFinished``, in
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -404,12 +404,16 @@ def choose_spare(
     spares: Sequence[NodeInfo],
     actives: Sequence[NodeInfo],
     tolerations: Sequence[Toleration],
+    troubled: Collection[str] = frozenset(),
 ) -> NodeInfo | None:
-    """The Ready spare nearest the lost node (rack, block, zone, any; ties by name). A spare
-    a person cordoned, or tainted with a taint the workers (whose pod spec has
+    """The Ready spare nearest the lost node (rack, block, zone, any; ties by name), one
+    under no suspicion before any in ``troubled`` (a suspect within its grace: GPUs missing,
+    a GPU fault, however near it lies; it may still be chosen when no other is left). A
+    spare a person cordoned, or tainted with a taint the workers (whose pod spec has
     ``tolerations``) do not tolerate, is never chosen: its worker could not be placed there."""
     anchors = [lost] if lost is not None else list(actives)
     ordered = nearest_first(usable_spares(spares, tolerations), anchors)
+    ordered.sort(key=lambda s: s.name in troubled)  # stable: nearest first within each
     return ordered[0] if ordered else None
 
 

@@ -117,6 +117,9 @@ class PodInfo:
     # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
     waiting_reason: str = ""
     waiting_message: str = ""
+    # The UID its controlling ownerReference names ("" when none): the job's for every worker
+    # Phased makes; a pod that only carries the job's labels is not the job's.
+    controller: str = ""
 
     @property
     def deleting(self) -> bool:
@@ -160,7 +163,8 @@ class NodePod:
     operator: bool = False
     terminal: bool = False  # Succeeded or Failed: holds nothing any more
     deleting: bool = False  # metadata.deletionTimestamp is set: on its way out
-    job_uid: str = ""  # the phased.dev/job-uid label of a Phased worker
+    # The UID its controlling ownerReference names ("" when none): a worker's is its job's.
+    controller: str = ""
 
     @property
     def key(self) -> str:
@@ -271,7 +275,8 @@ class QuarantineNode:
 
 @dataclass(frozen=True)
 class UnquarantineNode:
-    """Uncordon a healthy quarantined node and make it a spare of the job again."""
+    """Uncordon a healthy quarantined node and make it a spare of the job again (a cordon
+    someone else put there before the quarantine, which its note records, stays)."""
 
     node: str
 

@@ -92,11 +92,12 @@ def guests(
     pods: Iterable[NodePod], job: JobRef, claimed_at: datetime | None, settings: Settings
 ) -> Guests:
     """Who must leave a node of ``job`` that became active (module docstring). The job's
-    workers are its pods: the job's UID label, in the job's namespace."""
+    workers are its pods: the job their controller, in the job's namespace (a pod that only
+    carries the job's labels, a copy of a worker, is a guest like any other)."""
     evict: list[NodePod] = []
     stay: list[NodePod] = []
     for pod in sorted(pods, key=lambda p: p.key):
-        worker = pod.job_uid == job.uid and pod.namespace == job.namespace
+        worker = pod.controller == job.uid and pod.namespace == job.namespace
         if not staying(pod) or worker or pod.operator:
             continue
         # A pod's creationTimestamp has whole seconds, the claim time microseconds: a pod of

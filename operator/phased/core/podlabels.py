@@ -1,4 +1,11 @@
-"""Numbers read back from worker pods' labels, and whether to believe them.
+"""Which pods are the job's workers, the numbers read back from their labels, and whether
+to believe them.
+
+A pod is the job's only when the job is its controller: its controlling ownerReference
+names the job's UID, as on every worker Phased makes (:func:`made_by_job`). The job's labels
+alone do not make one: a worker's manifest copied to debug it or to run beside it, or
+another tool's pod, carries them too, and it is neither counted as a worker (it would
+complete, fail or restart a phase) nor ever deleted by Phased.
 
 Phased writes rank, world size, restart generation and attempt onto every worker pod and
 reads them back (a status write may be lost). Anyone who may edit pods in the job's
@@ -17,6 +24,11 @@ from phased.core.model import PodInfo
 # namespace can rewrite: a restart a minute for two years, and pod names stay within 63.
 MAX_GENERATION = 1_000_000
 MAX_ATTEMPT = 1_000_000
+
+
+def made_by_job(job_uid: str, pod: PodInfo) -> bool:
+    """``pod``'s controlling ownerReference names the job of ``job_uid`` (module docstring)."""
+    return bool(job_uid) and pod.controller == job_uid
 
 
 def label_int(pod: PodInfo, key: str) -> int | None:

@@ -6,12 +6,17 @@ node and writing the job's status. The note is JSON::
 
     {"job": "<uid>", "reason": "NodeNotReady", "message": "...",
      "detected": "2026-01-02T03:04:05Z", "cordoned": "2026-01-02T03:04:35Z"}
+
+with ``"cordonedBefore": true`` when the node was already cordoned as it was quarantined:
+Phased cordons only the nodes it quarantines, so that cordon is someone else's (a person
+who found the node suspicious, a drain for maintenance), and it outlives the quarantine —
+the node is never uncordoned by Phased nor made a spare again (:mod:`phased.core.recovery`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from phased.core.times import format_time, parse_time
@@ -24,6 +29,7 @@ class QuarantineNote:
     message: str
     detected: datetime
     cordoned: datetime | None = None
+    cordoned_before: bool = False  # someone else's cordon was there: it outlives the quarantine
 
     @classmethod
     def for_action(
@@ -31,10 +37,14 @@ class QuarantineNote:
     ) -> QuarantineNote:
         return cls(job=job, reason=reason, message=message, detected=detected, cordoned=cordoned)
 
+    def over_a_cordon(self) -> QuarantineNote:
+        """The note written on a node someone else had cordoned already."""
+        return replace(self, cordoned_before=True)
+
 
 def encode_quarantine(note: QuarantineNote) -> str:
     """The annotation value for ``note`` (compact, stable key order)."""
-    data = {
+    data: dict[str, object] = {
         "job": note.job,
         "reason": note.reason,
         "message": note.message,
@@ -42,6 +52,8 @@ def encode_quarantine(note: QuarantineNote) -> str:
     }
     if note.cordoned is not None:
         data["cordoned"] = format_time(note.cordoned)
+    if note.cordoned_before:
+        data["cordonedBefore"] = True
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -64,4 +76,5 @@ def decode_quarantine(text: str | None) -> QuarantineNote | None:
         message=str(data.get("message", "")),
         detected=detected,
         cordoned=parse_time(str(data.get("cordoned", "")) or None),
+        cordoned_before=data.get("cordonedBefore") is True,
     )

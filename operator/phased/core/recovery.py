@@ -4,17 +4,18 @@ For every failed node in one call (several at once are all answered, each with i
 swap): ``QuarantineNode`` (detected = when the trouble began, cordoned = now), a ledger
 entry, events ``NodeFailed`` and ``NodeQuarantined``. Then, level-based over the running
 generation: workers on a node that is no longer active are deleted (forced when the kubelet
-is gone), a Ready spare nearest the lost node is promoted for each missing active node
-(``SparePromoted``), and the lost ranks are restarted per ``restartScope`` (Gang: a new
-generation over the new active pool; Worker: a replacement of each lost rank, which the
-scheduler puts on the promoted node — unless a worker of the generation has succeeded, or
-the running phase's worker was edited since the generation was made, when the gang restarts,
-since a rank started alone could not rejoin it (:func:`rejoinable`), and not while the
-breaker holds, when the replacement waits). When the spares do not cover every lost place
-(``SparesExhausted``) none is promoted here: the gang restarts and the pool is formed again
-by the admission rule (:mod:`phased.core.sizing`: ``nodes.min`` actives, the spares, then
-actives up to ``max``), smaller within ``[min, max]`` or waiting for capacity. The spare
-pool is refilled afterwards (see :mod:`phased.core.sizing`).
+is gone), a Ready spare nearest the lost node (one under no suspicion first) is promoted for
+each missing active node (``SparePromoted``), and the lost ranks are restarted per
+``restartScope`` (Gang: a new generation over the new active pool; Worker: a replacement of
+each lost rank, which the scheduler puts on the promoted node — unless a worker of the
+generation has succeeded, or the running phase's worker was edited since the generation
+was made, when the gang restarts, since a rank started alone could not rejoin it
+(:func:`rejoinable`), and not while the breaker holds, when the replacement waits). When the
+spares do not cover every lost place (``SparesExhausted``) none is promoted here: the gang
+restarts and the pool is formed again by the admission rule (:mod:`phased.core.sizing`:
+``nodes.min`` actives, the spares, then actives up to ``max``), smaller within
+``[min, max]`` or waiting for capacity. The spare pool is refilled afterwards (see
+:mod:`phased.core.sizing`).
 
 ``restartBudget`` limits restarts caused by workers failing on healthy nodes (the code's
 fault); restarts after node failures are counted in ``status.restarts`` and bounded by the
@@ -77,6 +78,7 @@ from phased.core.ledger import mark_replaced, recover_replacements
 from phased.core.model import (
     CreatePod,
     DeletePod,
+    NodeInfo,
     PodInfo,
     PodPhase,
     QuarantineNode,
@@ -551,7 +553,11 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
     for i in range(max(0, deficit)):
         anchor = draft.nodes.get(lost_nodes[i]) if i < len(lost_nodes) else None
         spare = choose_spare(
-            anchor, draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE), draft.tolerations
+            anchor,
+            draft.held(NodeRole.SPARE),
+            draft.held(NodeRole.ACTIVE),
+            draft.tolerations,
+            draft.suspect_nodes,
         )
         if spare is None:
             return deficit - i
@@ -999,22 +1005,40 @@ def return_healed(draft: Draft, type_key: str) -> None:
             draft.later(flaps)
             continue
         short = len(draft.held(NodeRole.SPARE)) < draft.spec.spares.count
-        # A node relabelled out of the operator's nodeSelector is not the operator's to use.
-        fits = has_type_labels(node, type_key, draft.settings) and selects(
-            draft.settings.node_selector, node.labels
+        # A node relabelled out of the operator's nodeSelector is not the operator's to use;
+        # nor is one someone else had cordoned before it was quarantined: that cordon stays.
+        theirs = _cordoned_before(node)
+        fits = (
+            has_type_labels(node, type_key, draft.settings)
+            and selects(draft.settings.node_selector, node.labels)
+            and not theirs
         )
         if short and fits and draft.status.state not in (JobState.SUCCEEDED, JobState.FAILED):
             draft.act(UnquarantineNode(node=node.name))
             draft.roles[node.name] = NodeRole.SPARE
             draft.event(NORMAL, "NodeReturned", f"node {node.name} healthy again: back as a spare")
         else:
-            # Given back to the cluster whole: uncordoned and its quarantine note gone first,
-            # since a release alone keeps a quarantined node's cordon and marks for a person.
+            # Given back to the cluster whole: its quarantine note and taint gone first (and
+            # Phased's cordon), since a release alone keeps a quarantined node's cordon and
+            # marks for a person.
             draft.act(UnquarantineNode(node=node.name))
             draft.act(ReleaseNode(node=node.name))
             draft.roles.pop(node.name, None)
             draft.event(
                 NORMAL,
                 "NodeReleased",
-                f"node {node.name} healthy again: uncordoned and released to the cluster",
+                f"node {node.name} healthy again: "
+                + (
+                    "released to the cluster, still cordoned (someone else cordoned it before "
+                    "Phased quarantined it)"
+                    if theirs
+                    else "uncordoned and released to the cluster"
+                ),
             )
+
+
+def _cordoned_before(node: NodeInfo) -> bool:
+    """The quarantined node's note says it was cordoned by someone else before Phased
+    quarantined it (:mod:`phased.core.quarantine`): that cordon is theirs and stays."""
+    note = decode_quarantine(node.annotations.get(labels.ANNOTATION_QUARANTINE))
+    return note is not None and note.cordoned_before

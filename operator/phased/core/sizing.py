@@ -3,7 +3,9 @@
 While no generation of the phase runs, the pool is *formed*: held nodes that do not fit the
 phase are released first (:func:`release_misfits`: the wrong type, a GPU node held for a CPU
 phase, or a GPU capacity below ``gpusPerNode``; this runs before failure detection, so a
-node that could never serve the phase is given back, not taken for a failed one), then the
+node that could never serve the phase is given back, not taken for a failed one — but a
+node that is failing is left to failure handling: one the breaker holds, or one whose GPUs
+dropped while it served the running phase, :func:`_failing`), then the
 phase takes ``nodes.min`` actives, then ``spares.count`` spares, then actives up to
 ``nodes.max`` (see :class:`phased.core.pools.Targets`), promoting held spares before
 claiming free nodes, and claiming the free nodes nearest (rack, block, zone) to what it
@@ -368,11 +370,41 @@ def _set_role(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
 
 
 def release_misfits(draft: Draft, type_key: str) -> None:
-    """Give back held nodes that could never serve the phase (module docstring)."""
+    """Give back held nodes that could never serve the phase (module docstring); never one
+    whose trouble failure handling judges (:func:`_failing`)."""
     gpus = draft.phase.gpus_per_node
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
-        if not fits(node, type_key, gpus, draft.settings):
+        if not fits(node, type_key, gpus, draft.settings) and not _failing(draft, node, type_key):
             _release(draft, node)
+
+
+def _failing(draft: Draft, node: NodeInfo, type_key: str) -> bool:
+    """``node`` does not fit the phase because it is failing, not because it could never
+    serve it: the breaker holds it, or its GPUs dropped below ``gpusPerNode`` while it
+    served the running phase (:func:`_dropped`). Failure handling judges it — quarantined
+    once its grace runs out, held while the breaker holds — and it is never given back as
+    a misfit: released, a broken node went back to the cluster unquarantined, with no
+    ledger entry, and one the breaker held was said to have recovered."""
+    held = {h.node for h in draft.snap.status.breaker.held} | draft.breaker_nodes
+    return node.name in held or _dropped(draft, node, type_key)
+
+
+def _dropped(draft: Draft, node: NodeInfo, type_key: str) -> bool:
+    """The phase has started (its GPU shape cannot change any more), the last pass held
+    ``node`` for it, and it allocates fewer of the phase's GPUs than ``gpusPerNode`` now: a
+    GPU drop. Its capacity may have gone with them (a GPU fallen off the bus, the device
+    plugin restarted with fewer devices), even the type labels GPU discovery writes; a node
+    held for another phase (a boundary), or before the phase started (its shape may still
+    be edited), is judged by what it is."""
+    status = draft.snap.status
+    resource = gpu_resource(type_key, draft.settings)
+    return (
+        resource is not None
+        and draft.record.start_time is not None
+        and status.phase == draft.phase.name
+        and node.name in {*status.pool.active, *status.pool.spares}
+        and node.allocatable.get(resource, 0) < draft.phase.gpus_per_node
+    )
 
 
 def _running_on(draft: Draft) -> set[str]:
@@ -498,7 +530,12 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
         else:
             _release(draft, node)
     while len(draft.held(NodeRole.ACTIVE)) < targets.active and draft.held(NodeRole.SPARE):
-        spare = nearest_first(draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE))[0]
+        # One under no suspicion first: a spare in trouble promoted here would only trade
+        # places again before the generation starts (keep_troubled_out).
+        spare = sorted(
+            nearest_first(draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE)),
+            key=lambda n: n.name in draft.suspect_nodes,
+        )[0]
         # A node that failed while no generation ran (e.g. between a gang restart and the
         # next generation) is answered here: this promotion is its replacement.
         answered = mark_replaced(draft.ledger, None, spare.name, draft.now)
@@ -629,7 +666,8 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     a waiting GPU job wants, though, whatever its place in line (:func:`_kept_for_gpu_jobs`):
     a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
     for node in draft.held(NodeRole.SPARE):
-        if not has_type_labels(node, type_key, draft.settings):
+        misfit = not has_type_labels(node, type_key, draft.settings)
+        if misfit and not _failing(draft, node, type_key):
             _release(draft, node)
     if type_key == CPU_TYPE:
         for node in _gpu_spares_wanted(draft):

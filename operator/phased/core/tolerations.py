@@ -50,12 +50,14 @@ def untolerated(node: NodeInfo, tolerations: Sequence[Toleration]) -> list[Taint
 
 def foreign_blocking(node: NodeInfo, tolerations: Sequence[Toleration]) -> list[Taint]:
     """The untolerated taints of a node the job holds that someone else put there for good:
-    not Phased's own (the workers tolerate the pool and spare taints), not one the node
-    controllers derive from its health or a cordon (``node.kubernetes.io/``)."""
+    not Phased's own (``pool``, ``spare``, ``quarantined``: the workers tolerate their pool
+    and spare taints, and another job's are its own; any other key under ``phased.dev/`` is
+    someone else's, an admin's maintenance taint say), not one the node controllers derive
+    from its health or a cordon (``node.kubernetes.io/``)."""
     return [
         t
         for t in untolerated(node, tolerations)
-        if not t.key.startswith((CONDITION_TAINTS, labels.PREFIX))
+        if not t.key.startswith(CONDITION_TAINTS) and t.key not in labels.OWNERSHIP_TAINTS
     ]
 
 

@@ -6,7 +6,6 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from phased.core import labels
 from phased.core.model import (
     JobRef,
     NodeCondition,
@@ -126,7 +125,16 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         reason=reason,
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
+        controller=_controller(meta),
     )
+
+
+def _controller(meta: dict[str, Any]) -> str:
+    """The UID the object's controlling ownerReference names, "" when it has none."""
+    for owner in meta.get("ownerReferences") or []:
+        if isinstance(owner, dict) and owner.get("controller") is True:
+            return str(owner.get("uid") or "")
+    return ""
 
 
 def _waiting(status: dict[str, Any]) -> tuple[str, str]:
@@ -172,7 +180,7 @@ def node_pod_from_raw(raw: dict[str, Any], operator: tuple[str, str] | None = No
         operator=operator is not None and (namespace, name) == operator,
         terminal=status.get("phase") in _TERMINAL,
         deleting=meta.get("deletionTimestamp") is not None,
-        job_uid=str((meta.get("labels") or {}).get(labels.LABEL_JOB_UID) or ""),
+        controller=_controller(meta),
     )
 
 

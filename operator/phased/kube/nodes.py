@@ -26,6 +26,7 @@ from phased.api.v1alpha1 import NodeRole
 from phased.core import labels
 from phased.core.model import JobRef
 from phased.core.ownership import holds, marks
+from phased.core.quarantine import decode_quarantine, encode_quarantine
 from phased.kube.client import JSON, MERGE_PATCH, Conflict, KubeClient, KubeError, NotFound
 from phased.kube.convert import node_from_raw
 from phased.kube.nodeview import Listed, converted
@@ -58,6 +59,24 @@ def _annotations(node: JSON) -> dict[str, str]:
 
 def _owner(node: JSON) -> str | None:
     return _labels(node).get(labels.LABEL_JOB_UID)
+
+
+def _over_a_cordon(node: JSON, annotation: str) -> str:
+    """The quarantine note for ``node``, which is not quarantined yet: an active or spare
+    node already cordoned was cordoned by someone else (Phased cordons only the nodes it
+    quarantines), and the note says so, so that the cordon outlives the quarantine."""
+    note = decode_quarantine(annotation)
+    if note is None or not (node.get("spec") or {}).get("unschedulable"):
+        return annotation
+    if _labels(node).get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value:
+        return annotation
+    return encode_quarantine(note.over_a_cordon())
+
+
+def _cordoned_before(node: JSON) -> bool:
+    """The node's quarantine note says someone else had cordoned it before."""
+    note = decode_quarantine(_annotations(node).get(labels.ANNOTATION_QUARANTINE))
+    return note is not None and note.cordoned_before
 
 
 def _without(taints: list[JSON], *keys: str) -> list[JSON]:
@@ -335,7 +354,7 @@ class NodeVerbs:
                 "metadata": {
                     "labels": {labels.LABEL_ROLE: NodeRole.QUARANTINED.value, **self._mine()},
                     "annotations": {
-                        labels.ANNOTATION_QUARANTINE: annotation,
+                        labels.ANNOTATION_QUARANTINE: _over_a_cordon(node, annotation),
                         labels.ANNOTATION_CLEARING: None,
                     },
                 },
@@ -350,15 +369,15 @@ class NodeVerbs:
         def mutate(node: JSON) -> JSON | None:
             if not self._held(node, job):
                 return None
+            spec: dict[str, Any] = {"taints": _without(_taints(node), labels.TAINT_QUARANTINE)}
+            if not _cordoned_before(node):
+                spec["unschedulable"] = None  # Phased's cordon; someone else's stays
             return {
                 "metadata": {
                     "labels": {labels.LABEL_ROLE: role.value, **self._mine()},
                     "annotations": {labels.ANNOTATION_QUARANTINE: None},
                 },
-                "spec": {
-                    "unschedulable": None,
-                    "taints": _without(_taints(node), labels.TAINT_QUARANTINE),
-                },
+                "spec": spec,
             }
 
         return await self._update(name, mutate) is not None
