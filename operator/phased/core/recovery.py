@@ -82,7 +82,15 @@ from phased.core.model import (
     SetNodeRole,
     UnquarantineNode,
 )
-from phased.core.phases import ENDED, fail, generation_pods, latest_attempts, live, world_of
+from phased.core.phases import (
+    ENDED,
+    fail,
+    generation_pods,
+    latest_attempts,
+    live,
+    world_limit,
+    world_of,
+)
 from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.selector import selects
@@ -643,7 +651,7 @@ def tend_generation(draft: Draft) -> None:
     if not live(pods):
         _restart_vanished(draft, pods)
         return
-    world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
+    world = world_of(live(pods), draft.status.world_size, world_limit(draft))
     losses = _losses(draft, pods, world)
     if draft.breaker_nodes:
         # A rank whose worker is gone may have run on a node the breaker holds (deleted, its
