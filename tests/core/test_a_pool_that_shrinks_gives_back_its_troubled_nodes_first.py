@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from phased.api.v1alpha1 import JobState, NodeRole
 from phased.core.model import ReleaseNode
-from tests.core.builders import events, with_ready
+from tests.core.builders import Cluster, events, nodes, phase, spec, with_ready
 from tests.core.test_an_edit_of_a_running_job_is_held_or_honoured import (
     _edit,
     _set_train_nodes,
@@ -67,3 +67,24 @@ def test_lowering_max_gives_back_a_troubled_spare_before_a_healthy_active() -> N
     assert troubled not in held and all(cluster.nodes[n].ready for n in held)
     assert cluster.status.state == JobState.RUNNING and cluster.status.world_size == 3
     assert cluster.status.failures == [] and cluster.status.suspects == []
+
+
+def test_a_boundary_to_a_smaller_phase_gives_back_a_troubled_spare_first() -> None:
+    cluster = Cluster(
+        spec(phase("train", 4, 4), phase("validate", 2, 2), spares=1),
+        {n.name: n for n in nodes("h", 6)},
+    )
+    cluster.settle()
+    (troubled,) = cluster.held(NodeRole.SPARE)
+    cluster.advance(60)
+    cluster.nodes[troubled] = with_ready(cluster.nodes[troubled], False, cluster.now)
+    cluster.advance(5)
+    cluster.step()  # a suspect now, within its grace
+    cluster.finish_workers("train")
+    plans = cluster.settle()
+    released = {a.node for p in plans for a in p.actions if isinstance(a, ReleaseNode)}
+    assert troubled in released and len(released) == 2
+    held = cluster.held(NodeRole.ACTIVE) + cluster.held(NodeRole.SPARE)
+    assert len(held) == 3 and all(cluster.nodes[n].ready for n in held)
+    assert cluster.status.phase == "validate" and cluster.status.state == JobState.RUNNING
+    assert cluster.status.failures == []
