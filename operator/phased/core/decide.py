@@ -63,6 +63,7 @@ from phased.core.phases import (
     phase_complete,
     settle,
     timed_out,
+    world_limit,
     world_of,
 )
 from phased.core.podlabels import made_by_job
@@ -392,7 +393,7 @@ def _whole(draft: Draft) -> bool:
     succeeded was not interrupted: it has done its part), and this pass touched no worker."""
     touched = any(_is_pod_action(a) for a in draft.actions)
     pods = live(generation_pods(draft))
-    world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
+    world = world_of(pods, draft.status.world_size, world_limit(draft))
     running = {p.rank for p in pods if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED)}
     return not touched and world > 0 and all(r in running for r in range(world))
 

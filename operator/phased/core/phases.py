@@ -27,7 +27,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from phased.api.durations import parse_duration
-from phased.api.v1alpha1 import CompletionMode, JobState, NodeRole, PhaseState
+from phased.api.v1alpha1 import MAX_NODES, CompletionMode, JobState, NodeRole, PhaseState
 from phased.core import interruptions, labels
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
@@ -44,13 +44,29 @@ DEFAULT_GRACE_S = 30  # a pod's terminationGracePeriodSeconds unless its spec sa
 
 def world_of(pods: list[PodInfo], fallback: int, limit: int) -> int:
     """The generation's world size from its pods' labels, never above ``limit`` (the
-    phase's ``nodes.max``): a label beyond it is ignored, and so is a fallback beyond it."""
+    phase's ``nodes.max``, or :func:`world_limit`): a label beyond it is ignored, and so is
+    a fallback beyond it."""
     sizes = [
         size
         for size in (label_int(pod, labels.LABEL_WORLD_SIZE) for pod in pods)
         if size is not None and 1 <= size <= limit
     ]
     return max(sizes) if sizes else min(max(0, fallback), limit)
+
+
+def world_limit(draft: Draft) -> int:
+    """The largest world the running phase's generation may have: its ``nodes.max``, or the
+    world the written status says the phase's generation was made with when ``max`` was
+    lowered under it since (its ranks up to that world were made by Phased, as
+    :func:`phased.core.podlabels.trusted` keeps them workers). Until the resize restarts
+    the gang — it waits while the breaker holds failures or once a worker has succeeded —
+    the generation is still that whole world: read at the new ``max``, a phase whose
+    first ranks had succeeded was complete while the others still ran."""
+    limit = draft.phase.nodes.max
+    written = draft.snap.status
+    if written.phase == draft.phase.name:
+        limit = max(limit, min(written.world_size, MAX_NODES))
+    return limit
 
 
 def derive_position(draft: Draft) -> None:
@@ -83,7 +99,7 @@ def derive_position(draft: Draft) -> None:
     # The world the generation's workers were made with (a status write lost after their
     # creation, or a create the API refused, left the size before it).
     made = [p for p in draft.pods if p.phase_name == names[index] and p.generation == generation]
-    world = world_of(made, 0, draft.spec.phases[index].nodes.max)
+    world = world_of(made, 0, world_limit(draft))
     if world:
         draft.set(world_size=world)
     _restart_counts(draft)
@@ -164,7 +180,7 @@ def phase_complete(draft: Draft) -> bool:
     succeeded = {p.rank for p in pods if p.phase == PodPhase.SUCCEEDED}
     if draft.phase.completion.mode == CompletionMode.RANK_ZERO_SUCCEEDED:
         return 0 in succeeded
-    world = world_of(pods, draft.status.world_size, draft.phase.nodes.max)
+    world = world_of(pods, draft.status.world_size, world_limit(draft))
     return world > 0 and all(r in succeeded for r in range(world))
 
 

@@ -86,7 +86,15 @@ from phased.core.model import (
     SetNodeRole,
     UnquarantineNode,
 )
-from phased.core.phases import ENDED, fail, generation_pods, latest_attempts, live, world_of
+from phased.core.phases import (
+    ENDED,
+    fail,
+    generation_pods,
+    latest_attempts,
+    live,
+    world_limit,
+    world_of,
+)
 from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.selector import selects
@@ -611,7 +619,8 @@ def _count_restart(draft: Draft, worker_fault: bool) -> bool:
 
 
 def gang_restart(draft: Draft, why: str) -> None:
-    """Stop every worker of the phase; the next generation is created by sizing.
+    """Stop every worker of the phase (those not counted as workers too:
+    :func:`_phase_pods_all`); the next generation is created by sizing.
 
     Workers on a lost node were already deleted with no grace (their kubelet is gone); the
     running survivors get ``survivorGracePeriod`` to stop; Failed and Succeeded workers are
@@ -621,11 +630,11 @@ def gang_restart(draft: Draft, why: str) -> None:
     """
     old = draft.status.restart_generation
     grace = parse_duration(draft.spec.failure_policy.survivor_grace_period)
-    for pod in live(draft.phase_pods()):
+    for pod in live(_phase_pods_all(draft)):
         # Failed and Succeeded workers hold nothing and stay, the record of why (a lost
         # status write re-derives the restart from them, and their logs are kept); running
         # survivors get the grace period.
-        if pod.generation <= old and pod.phase not in ENDED:
+        if 0 <= pod.generation <= old and pod.phase not in ENDED:
             draft.act(DeletePod(pod.name, reason=f"gang restart: {why}", grace_seconds=grace))
     draft.set(restart_generation=old + 1)
     draft.event(
@@ -633,6 +642,16 @@ def gang_restart(draft: Draft, why: str) -> None:
         "WorkersRestarted",
         f"phase {draft.phase.name}: generation {old} -> {old + 1} ({why})",
     )
+
+
+def _phase_pods_all(draft: Draft) -> list[PodInfo]:
+    """The running phase's pods, those not counted as workers included: a rank beyond a
+    ``nodes.max`` lowered since, when the status write that recorded its generation's world
+    was lost (:func:`phased.core.podlabels.trusted`), is still a worker Phased made, and a
+    gang restart that left it would leave it running unwatched beside the next generation
+    (a pod whose labels were forged is stopped with the rest, as a finished job stops it)."""
+    name = draft.phase.name
+    return [p for p in draft.snap.pods if p.phase_name == name]
 
 
 def replace_ranks(
@@ -687,7 +706,7 @@ def tend_generation(draft: Draft) -> None:
     if not live(pods):
         _restart_vanished(draft, pods)
         return
-    world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
+    world = world_of(live(pods), draft.status.world_size, world_limit(draft))
     losses = _losses(draft, pods, world)
     if draft.breaker_nodes:
         # A rank whose worker is gone may have run on a node the breaker holds (deleted, its

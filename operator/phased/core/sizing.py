@@ -11,7 +11,8 @@ phase takes ``nodes.min`` actives, then ``spares.count`` spares, then actives up
 claiming free nodes, and claiming the free nodes nearest (rack, block, zone) to what it
 holds (holding nothing yet: to the rack with the most free nodes, see
 :func:`phased.core.pools.anchors_for`). Anything beyond ``max + spares.count`` is released,
-spares first, those in trouble within their grace first, then the farthest. Workers are
+those in trouble within their grace first (a troubled spare before a healthy active beyond
+``max``, which takes its place as a spare), then the farthest. Workers are
 created once at least ``min`` actives are held and Ready and no active claim is still in
 flight (so the world size includes them): one per active node. An active node in trouble
 but within its grace trades roles with a healthy Ready spare before the generation starts
@@ -505,11 +506,18 @@ def _place_published(draft: Draft) -> bool:
     return all(written.get(key, 0) >= count for key, count in wanted.items())
 
 
-def _given_up_first(draft: Draft, nodes: list[NodeInfo], anchors: list[NodeInfo]) -> list[NodeInfo]:
+def _given_up_first(
+    draft: Draft,
+    nodes: list[NodeInfo],
+    anchors: list[NodeInfo],
+    in_place: frozenset[str] = frozenset(),
+) -> list[NodeInfo]:
     """The order in which held nodes are given up when the pool shrinks: those in trouble
     within their grace (not Ready, suspect, held by the breaker) first, then — for a CPU
-    phase allowed GPU nodes — its GPU nodes, then the farthest from ``anchors``. The job
-    keeps the nodes it can run on, and a CPU phase the nodes it pays CPU prices for."""
+    phase allowed GPU nodes — its GPU nodes, then those not ``in_place`` (the spares
+    already held, when the actives beyond a smaller pool could take their place: no role
+    moves that need not), then the farthest from ``anchors``. The job keeps the nodes it
+    can run on, and a CPU phase the nodes it pays CPU prices for."""
     troubled = draft.suspect_nodes | draft.breaker_nodes
     order = farthest_first(nodes, anchors)
     gpu_first = draft.phase.is_cpu_only and draft.settings.cpu.allow_gpu_nodes
@@ -518,17 +526,28 @@ def _given_up_first(draft: Draft, nodes: list[NodeInfo], anchors: list[NodeInfo]
         key=lambda n: (
             n.ready and n.name not in troubled,
             gpu_first and gpu_kind(n, draft.settings) is None,
+            n.name in in_place,
         ),
     )
 
 
 def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     actives = draft.held(NodeRole.ACTIVE)
-    for node in _given_up_first(draft, actives, actives)[: max(0, len(actives) - targets.active)]:
-        if len(draft.held(NodeRole.SPARE)) < targets.spares:
-            _set_role(draft, node, NodeRole.SPARE)
-        else:
+    beyond = _given_up_first(draft, actives, actives)[: max(0, len(actives) - targets.active)]
+    if beyond:
+        # The actives beyond the target and the spares held leave the pool together, as many
+        # as the spares cannot keep, in one order: a spare in trouble goes before a healthy
+        # active, which takes its place as a spare (the job keeps the nodes it can run on).
+        kept = [n for n in actives if n not in beyond]
+        spares = draft.held(NodeRole.SPARE)
+        leave = max(0, len(beyond) + len(spares) - targets.spares)
+        in_place = frozenset(n.name for n in spares)
+        leaving = _given_up_first(draft, beyond + spares, kept, in_place)[:leave]
+        for node in leaving:
             _release(draft, node)
+        for node in beyond:
+            if node not in leaving:
+                _set_role(draft, node, NodeRole.SPARE)
     while len(draft.held(NodeRole.ACTIVE)) < targets.active and draft.held(NodeRole.SPARE):
         # One under no suspicion first: a spare in trouble promoted here would only trade
         # places again before the generation starts (keep_troubled_out).

@@ -33,7 +33,7 @@ from phased.api.durations import parse_duration
 from phased.core.conditions import ConditionType
 from phased.core.draft import WARNING, Draft
 from phased.core.model import DeletePod, PodInfo, PodPhase
-from phased.core.phases import fail, generation_pods, live, world_of
+from phased.core.phases import fail, generation_pods, live, world_limit, world_of
 from phased.core.recovery import gang_restart, made_before_edit, rejoinable, replace_ranks
 
 
@@ -142,7 +142,7 @@ def tend_starts(draft: Draft) -> None:
     if not alone:
         gang_restart(draft, why)
         return
-    world = world_of(live(pods), draft.status.world_size, draft.phase.nodes.max)
+    world = world_of(live(pods), draft.status.world_size, world_limit(draft))
     for pod in stuck:
         draft.act(DeletePod(pod.name, reason=why))
     replace_ranks(draft, pods, [p.rank for p in stuck if p.rank is not None], world)
