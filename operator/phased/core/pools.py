@@ -240,13 +240,6 @@ def ahead_of(other: Claimant, me: Claimant) -> bool:
     return _line_key(other) < _line_key(me)
 
 
-def first_in_line(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> bool:
-    """No other waiting job that wants ``type_key`` is ahead of ``me``."""
-    return not any(
-        c.uid != me.uid and c.wants.get(type_key, 0) > 0 and ahead_of(c, me) for c in waiting
-    )
-
-
 def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> int:
     """Free nodes of ``type_key`` kept for the waiting jobs ahead of ``me``: what each still
     needs to reach its ``nodes.min``. A job publishes its need only while the cluster has
