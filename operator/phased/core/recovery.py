@@ -856,8 +856,10 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     rack the breaker held came back, a blip within the grace): it ended with its node. Nor
     for a rank replaced alone that fails once a peer of its generation has succeeded: the
     peer was done and gone before the replacement could join it, so the replacement had no
-    rendezvous to rejoin (:func:`rejoinable`)."""
-    if not losses.failed or losses.by_node:
+    rendezvous to rejoin (:func:`rejoinable`). Nor while the namespace refuses the creates
+    of ranks of the generation (:func:`_refused_peers`): the workers that were created wait
+    at the rendezvous for peers that never come, and fail at its timeout."""
+    if not losses.failed or losses.by_node or _refused_peers(draft, pods):
         return False
     bound = _bound(pods)
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
@@ -866,6 +868,16 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     return not all(
         _ended_with_its_node(draft, p) or (alone and _attempt(p) > 0) for p in losses.failed
     )
+
+
+def _refused_peers(draft: Draft, pods: list[PodInfo]) -> bool:
+    """``WorkersRefused`` is True (:mod:`phased.core.refusals`) and ranks of the generation
+    ``pods`` belong to have no worker: their creates are the ones refused."""
+    if not draft.is_true(ConditionType.WORKERS_REFUSED):
+        return False
+    world = world_of(live(pods), draft.status.world_size, world_limit(draft))
+    made = {p.rank for p in pods}
+    return any(rank not in made for rank in range(world))
 
 
 def _bound(pods: list[PodInfo]) -> set[str]:

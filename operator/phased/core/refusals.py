@@ -29,6 +29,10 @@ tries once more. Before, a job whose namespace refused its workers (a quota spen
 denying them) held its nodes idle for as long as the refusal lasted, however long. Everything
 it needs is in the status: the condition's transition is when the refusal began, and then
 when the pool was given back; a pass killed mid-way gives back the rest at the next.
+
+The workers that did get created meanwhile may fail at the rendezvous timeout, waiting for the
+ranks refused: such a restart is counted, but not to ``restartBudget`` — it is the namespace's
+refusal, not the code's (``phased.core.recovery._refused_peers``).
 """
 
 from __future__ import annotations
