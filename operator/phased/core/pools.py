@@ -25,7 +25,10 @@ A job whose ``nodes.min`` exceeds every node of each type it accepts in the clus
 workers tolerate: :func:`type_total`) reserves nothing (it could never start, and must not
 block those that can); one that accepts several
 types waits for one the cluster has enough of (:func:`choose_type`), and reserves its need on
-every accepted type the cluster has enough of (``sizing._wanted_in_line``). Spare refills of running
+every accepted type the cluster has enough of (``sizing._wanted_in_line``): alternatives, not a
+sum, so it keeps nothing from a job behind it when free nodes of another of its types cover it
+(:func:`kept_for_ahead`), and is counted once where needs are added up per type
+(:func:`counted_once`). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
 they ran with; growing beyond it, they take only what the jobs ahead leave.
 """
@@ -240,15 +243,23 @@ def ahead_of(other: Claimant, me: Claimant) -> bool:
     return _line_key(other) < _line_key(me)
 
 
-def reserved_ahead(me: Claimant, waiting: Iterable[Claimant], type_key: str) -> int:
-    """Free nodes of ``type_key`` kept for the waiting jobs ahead of ``me``: what each still
-    needs to reach its ``nodes.min``. A job publishes its need only while the cluster has
-    enough nodes of the type for it, so a job that can never start reserves nothing."""
-    return sum(
-        c.wants.get(type_key, 0)
-        for c in waiting
-        if c.uid != me.uid and c.wants.get(type_key, 0) > 0 and ahead_of(c, me)
-    )
+def counted_once(claimants: Iterable[Claimant], free: Mapping[str, int]) -> dict[str, int]:
+    """What ``claimants`` want of each type, each claimant counted on one type only: one
+    waiting for any of several types publishes its need on each (``sizing._wanted_in_line``),
+    and those are alternatives, not a sum. In line order, each is counted on the type where it
+    is nearest to being covered by the ``free`` nodes of the type less those counted for the
+    claimants before it (ties by type name): one that free nodes of a type cover is counted
+    there, and wants nothing of its other types."""
+    left = dict(free)
+    counted: dict[str, int] = {}
+    for claimant in sorted(claimants, key=_line_key):
+        wants = {k: n for k, n in sorted(claimant.wants.items()) if n > 0}
+        if not wants:
+            continue
+        key = min(wants, key=lambda k: max(0, wants[k] - left.get(k, 0)))
+        counted[key] = counted.get(key, 0) + wants[key]
+        left[key] = max(0, left.get(key, 0) - wants[key])
+    return counted
 
 
 def waiting_shape(
@@ -285,39 +296,44 @@ def kept_for_ahead(
     its need the other ``free`` nodes it could take that ``me`` cannot (:func:`could_take`),
     then is kept the rest of its need among ``mine`` that it could take, the farthest from
     ``me`` first. A node of the type that a job ahead could never run on (a taint its workers
-    do not tolerate, fewer GPUs than its ``gpusPerNode``) is not kept for it."""
+    do not tolerate, fewer GPUs than its ``gpusPerNode``) is not kept for it. A job ahead
+    (of known shape) that waits for any of several types is kept nothing when the other
+    ``free`` nodes of another of its types cover its need (less those the jobs before it in
+    line could take of them): it can start on those (:func:`_covered_elsewhere`)."""
     ahead = sorted(
-        (c for c in waiting if c.uid != me.uid and c.wants.get(type_key, 0) > 0),
+        (c for c in waiting if c.uid != me.uid and any(n > 0 for n in c.wants.values())),
         key=_line_key,
     )
     ahead = [c for c in ahead if ahead_of(c, me)]
-    if not ahead:
+    if not any(c.wants.get(type_key, 0) > 0 for c in ahead):
         return set()
     names = {n.name for n in mine}
-    # What any job ahead could take beside them: unmarked, Ready, schedulable, of the type
-    # (each job's own tolerations and GPUs are judged below). Most nodes of a busy cluster
-    # are held, so this is the short list.
-    others = [
-        n
-        for n in free
-        if n.name not in names
-        and not marks(n)
-        and n.ready
-        and not n.unschedulable
-        and has_type_labels(n, type_key, settings)
+    # What any job ahead could take beside them: unmarked, Ready, schedulable (each job's
+    # own tolerations and GPUs are judged below). Most nodes of a busy cluster are held, so
+    # this is the short list.
+    idle = [
+        n for n in free if n.name not in names and not marks(n) and n.ready and not n.unschedulable
     ]
+    others = [n for n in idle if has_type_labels(n, type_key, settings)]
     used: set[str] = set()
     kept: set[str] = set()
     for claimant in ahead:
         known = claimant.gpus_per_node is not None and claimant.tolerations is not None
-        need = claimant.wants[type_key]
+        need = claimant.wants.get(type_key, 0)
+        if need <= 0:
+            if known:  # it does not want the type: what free nodes of its own it will take
+                _covered_elsewhere(claimant, type_key, idle, used, settings)
+            continue
         if known:
-            for node in others:
-                if need <= 0:
-                    break
-                if node.name not in used and could_take(claimant, node, type_key, settings):
-                    used.add(node.name)
-                    need -= 1
+            takes = [
+                n.name
+                for n in others
+                if n.name not in used and could_take(claimant, n, type_key, settings)
+            ]
+            if len(takes) < need and _covered_elsewhere(claimant, type_key, idle, used, settings):
+                continue
+            used.update(takes[:need])
+            need -= min(need, len(takes))
         for node in reversed(mine):
             if need <= 0:
                 break
@@ -326,6 +342,23 @@ def kept_for_ahead(
             kept.add(node.name)
             need -= 1
     return kept
+
+
+def _covered_elsewhere(
+    claimant: Claimant, type_key: str, idle: Sequence[NodeInfo], used: set[str], settings: Settings
+) -> bool:
+    """``claimant``'s need of a type other than ``type_key`` is covered by ``idle`` nodes of
+    it that it could take and no job before it counted (``used``, which gets them)."""
+    for key, need in sorted(claimant.wants.items()):
+        if key == type_key or need <= 0:
+            continue
+        takes = [
+            n.name for n in idle if n.name not in used and could_take(claimant, n, key, settings)
+        ]
+        if len(takes) >= need:
+            used.update(takes[:need])
+            return True
+    return False
 
 
 def type_total(

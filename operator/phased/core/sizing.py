@@ -98,8 +98,10 @@ from phased.core.phases import (
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
+    ahead_of,
     anchors_for,
     choose_type,
+    counted_once,
     farthest_first,
     fits,
     free_matching,
@@ -110,7 +112,6 @@ from phased.core.pools import (
     kept_for_ahead,
     matches,
     nearest_first,
-    reserved_ahead,
     type_keys,
     type_total,
     unfit_now,
@@ -263,8 +264,8 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
 
     A CPU phase allowed GPU nodes (``cpu.allowGpuNodes``) may take the free GPU nodes too,
     so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
-    type that the waiting jobs ahead want of it (the farthest from this job's pool), then,
-    among the rest, what the CPU jobs ahead want."""
+    type that the waiting jobs ahead want of it (each counted once: :func:`_gpu_wanted`; the
+    farthest from this job's pool), then, among the rest, what the CPU jobs ahead want."""
     free = free_matching(
         _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
     )
@@ -272,7 +273,7 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     owed = _owed(draft)
     me = _me(draft, type_key, 1)
     beyond = ordered[owed:]
-    kept = _kept_for_gpu_jobs(draft, me, beyond) if type_key == CPU_TYPE else set()
+    kept = _kept_for_gpu_jobs(draft, me, beyond, ordered[:owed]) if type_key == CPU_TYPE else set()
     rest = [n for n in beyond if n.name not in kept]
     candidates = {n.name for n in ordered}  # what the jobs ahead could have beside them
     others = [n for n in _unheld(draft) if n.name not in candidates]
@@ -281,52 +282,78 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     return ordered[:owed] + mine, len(kept) + len(ahead)
 
 
-def _kept_for_gpu_jobs(draft: Draft, me: Claimant | None, ordered: list[NodeInfo]) -> set[str]:
+def _kept_for_gpu_jobs(
+    draft: Draft, me: Claimant | None, ordered: list[NodeInfo], taken: Sequence[NodeInfo] = ()
+) -> set[str]:
     """The free GPU nodes among a CPU phase's candidates (``ordered`` nearest first) that
     GPU jobs ahead of ``me`` in line wait for (``None``: every waiting GPU job, whatever its
-    place): per GPU type, as many as they want of it, the farthest from this job's pool
-    first. None when CPU phases may not hold GPU nodes."""
+    place): per GPU type, as many as they want of it (each counted once: :func:`_gpu_wanted`,
+    with the free nodes the phase takes whatever the line, ``taken``, not counted free), the
+    farthest from this job's pool first. None when CPU phases may not hold GPU nodes."""
     if not draft.settings.cpu.allow_gpu_nodes:
         return set()
+    wanted = _gpu_wanted(draft, me, ordered, taken)
     kept: set[str] = set()
     for gpu in draft.settings.gpu_types:
-        if me is None:
-            wanted = _wanted_by_others(draft, gpu.value)
-        else:
-            wanted = reserved_ahead(me, draft.snap.waiting, gpu.value)
+        want = wanted.get(gpu.value, 0)
         of_type = [n for n in ordered if has_type_labels(n, gpu.value, draft.settings)]
-        kept.update(n.name for n in of_type[len(of_type) - min(wanted, len(of_type)) :])
+        kept.update(n.name for n in of_type[len(of_type) - min(want, len(of_type)) :])
     return kept
 
 
-def _wanted_by_others(draft: Draft, type_key: str) -> int:
-    """How many nodes of ``type_key`` the other jobs waiting in line want, whatever their
-    place in it."""
+def _gpu_wanted(
+    draft: Draft,
+    me: Claimant | None,
+    free: Sequence[NodeInfo] = (),
+    taken: Sequence[NodeInfo] = (),
+) -> dict[str, int]:
+    """How many nodes of each GPU type the other jobs waiting in line want (those ahead of
+    ``me``; ``None``: whatever their place), each counted once
+    (:func:`phased.core.pools.counted_once`): one waiting for any of several types, whose
+    need is published on each, wants nothing more of the others once free nodes of one cover
+    it, else it counts where it is nearest to being covered. The free nodes are the unheld
+    ones free of any taint, and ``free`` (candidates the CPU phase tolerates), but for those
+    ``taken``."""
     uid = draft.snap.job.uid
-    return sum(c.wants.get(type_key, 0) for c in draft.snap.waiting if c.uid != uid)
+    claimants = [
+        c
+        for c in draft.snap.waiting
+        if c.uid != uid and (me is None or ahead_of(c, me)) and any(c.wants.values())
+    ]
+    if not claimants:
+        return {}
+    names = {n.name for n in (*free, *taken)}
+    idle = [*free, *(n for n in _unheld(draft) if n.name not in names and is_free(n, ()))]
+    counts = {
+        gpu.value: sum(1 for n in idle if has_type_labels(n, gpu.value, draft.settings))
+        for gpu in draft.settings.gpu_types
+    }
+    return counted_once(claimants, counts)
 
 
 def _gpu_spares_wanted(draft: Draft) -> list[NodeInfo]:
     """The GPU nodes a CPU phase allowed them holds as spares that waiting GPU jobs want
-    beyond the free nodes of their type: per GPU type, as many as they want of it less those
-    free, the farthest from the pool first. A spare runs no worker, so giving it back stops
-    nothing; held, it is GPU-hours paid for CPU insurance while the GPU job waits for it (its
-    place in line does not matter, as for the refill: :func:`_kept_for_gpu_jobs`)."""
+    beyond the free nodes of their type: per GPU type, as many as they want of it (each
+    counted once: :func:`_gpu_wanted`) less those free, the farthest from the pool first. A
+    spare runs no worker, so giving it back stops nothing; held, it is GPU-hours paid for CPU
+    insurance while the GPU job waits for it (its place in line does not matter, as for the
+    refill: :func:`_kept_for_gpu_jobs`)."""
     if not draft.settings.cpu.allow_gpu_nodes:
         return []
+    wanted = _gpu_wanted(draft, None)
+    if not wanted:
+        return []
     spares = draft.held(NodeRole.SPARE)
+    unheld = [n for n in _unheld(draft) if is_free(n, ())]
     given: list[NodeInfo] = []
-    unheld: list[NodeInfo] | None = None
     for gpu in draft.settings.gpu_types:
-        wanted = _wanted_by_others(draft, gpu.value)
-        if wanted <= 0:
+        want = wanted.get(gpu.value, 0)
+        if want <= 0:
             continue
-        if unheld is None:
-            unheld = [n for n in _unheld(draft) if is_free(n, ())]
         free = sum(1 for n in unheld if has_type_labels(n, gpu.value, draft.settings))
         mine = [n for n in spares if has_type_labels(n, gpu.value, draft.settings)]
         ordered = farthest_first(mine, draft.held(NodeRole.ACTIVE))
-        given += ordered[: max(0, wanted - free)]
+        given += ordered[: max(0, want - free)]
     return given
 
 
