@@ -1,8 +1,9 @@
 """A job waiting for any of several GPU types publishes its ``nodes.min`` on each accepted
 type the cluster has enough of: alternatives, not a sum. Whoever keeps nodes for it counts
-it once: in line order, on the first of its types whose free nodes (less those counted for
-the jobs before it) cover its need — it then wants nothing of the others — else on the type
-where it is nearest to being covered. So a CPU phase allowed GPU nodes gives back, and keeps
+it once: in line order, on the type where the free nodes (less those counted for the jobs
+before it; for a CPU phase giving back its GPU spares, with those spares) come nearest to
+covering its need, ties by type name — one they cover wants nothing of its other types. So
+a CPU phase allowed GPU nodes gives back, and keeps
 itself from, the GPU nodes of one type for it, not of each; and a job behind it for one of
 its types keeps nodes for it only when it could not start on free nodes of another. Before,
 its need was added up on every type it named: a CPU phase gave back GPU spares of both
@@ -40,7 +41,8 @@ def _running_prep(spares: tuple[str, ...] = ()) -> Cluster:
     """The CPU phase runs on two CPU nodes; its spares are the GPU nodes ``spares`` (no
     other node was free when it refilled them), or none."""
     pool = {n.name: n for n in (node(f"x{i:02d}", gpu=None) for i in range(2))}
-    cluster = Cluster(PREP, pool, settings=ALLOW)
+    prep = spec(phase("prep", 2, 2, gpu_types=[]), spares=max(2, len(spares)))
+    cluster = Cluster(prep, pool, settings=ALLOW)
     cluster.settle()
     assert cluster.status.state == JobState.RUNNING
     for name in spares:
@@ -84,6 +86,15 @@ def test_a_cpu_phase_keeps_its_gpu_spares_when_free_nodes_of_one_type_cover_the_
     cluster.advance(30)
     cluster.settle()
     assert cluster.held(NodeRole.SPARE) == ["h00", "k00"]
+
+
+def test_the_spares_go_back_of_the_type_they_and_the_free_nodes_would_cover_it_on() -> None:
+    # No node is free: one H100 spare could not start the GPU job, two H200 spares can.
+    cluster = _running_prep(("h00", "k00", "k01"))
+    cluster.waiting = (_either(),)
+    cluster.advance(30)
+    cluster.settle()
+    assert cluster.held(NodeRole.SPARE) == ["h00"]
 
 
 def test_a_gpu_job_wanting_one_type_only_still_gets_its_spares_back() -> None:

@@ -312,8 +312,8 @@ def _gpu_wanted(
     (:func:`phased.core.pools.counted_once`): one waiting for any of several types, whose
     need is published on each, wants nothing more of the others once free nodes of one cover
     it, else it counts where it is nearest to being covered. The free nodes are the unheld
-    ones free of any taint, and ``free`` (candidates the CPU phase tolerates), but for those
-    ``taken``."""
+    ones free of any taint, and ``free`` (candidates the CPU phase tolerates, or the spares
+    it would give back), but for those ``taken``."""
     uid = draft.snap.job.uid
     claimants = [
         c
@@ -334,16 +334,17 @@ def _gpu_wanted(
 def _gpu_spares_wanted(draft: Draft) -> list[NodeInfo]:
     """The GPU nodes a CPU phase allowed them holds as spares that waiting GPU jobs want
     beyond the free nodes of their type: per GPU type, as many as they want of it (each
-    counted once: :func:`_gpu_wanted`) less those free, the farthest from the pool first. A
+    counted once: :func:`_gpu_wanted`, on the type where the free nodes and these spares
+    come nearest to covering it) less those free, the farthest from the pool first. A
     spare runs no worker, so giving it back stops nothing; held, it is GPU-hours paid for CPU
     insurance while the GPU job waits for it (its place in line does not matter, as for the
     refill: :func:`_kept_for_gpu_jobs`)."""
     if not draft.settings.cpu.allow_gpu_nodes:
         return []
-    wanted = _gpu_wanted(draft, None)
+    spares = draft.held(NodeRole.SPARE)
+    wanted = _gpu_wanted(draft, None, spares)
     if not wanted:
         return []
-    spares = draft.held(NodeRole.SPARE)
     unheld = [n for n in _unheld(draft) if is_free(n, ())]
     given: list[NodeInfo] = []
     for gpu in draft.settings.gpu_types:
