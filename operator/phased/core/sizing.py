@@ -240,11 +240,18 @@ def _started(draft: Draft) -> bool:
 
 def _owed(draft: Draft) -> int:
     """Free nodes a phase re-forming after a restart takes whatever the line: what makes up
-    the pool it ran with — its running world (at least ``nodes.min``) and its spares. Nothing
-    for a phase that has not started: all it takes is admitted in line."""
+    the pool it ran with — its last world and its spares (``spares.count``, which a running
+    generation refills whatever the line: :func:`refill_spares`). Nothing for a phase that
+    has not started: all it takes is admitted in line.
+
+    A ``nodes.min`` raised above the last world asks for actives the phase never ran with:
+    they come, as growth toward ``nodes.max`` does, only from what the waiting jobs ahead
+    leave, and when that is too little the pool is given up to wait in line. Only a world
+    no status recorded (0) is read as ``nodes.min``."""
     if not _started(draft):
         return 0
-    pool = max(draft.status.world_size, draft.phase.nodes.min) + draft.spec.spares.count
+    world = draft.status.world_size or draft.phase.nodes.min
+    pool = world + draft.spec.spares.count
     held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
     return max(0, pool - held)
 
@@ -253,8 +260,9 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
 
     A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with)
-    whatever the line, nearest first; what it would grow by beyond that, like all a phase
-    being admitted takes, is only what the waiting jobs ahead of it leave.
+    whatever the line, nearest first; what it would grow by beyond that (toward
+    ``nodes.max``, or up to a ``nodes.min`` raised above its world), like all a phase being
+    admitted takes, is only what the waiting jobs ahead of it leave.
 
     The jobs ahead keep only free nodes they could take (:func:`phased.core.pools.
     kept_for_ahead`): what they could take that this job cannot counts towards their need
