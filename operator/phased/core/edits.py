@@ -17,6 +17,12 @@ pods of it exist. Then:
    chosen ``gpuType`` is known, and it must stay accepted, until the first pass records the
    shape the phase runs with: :func:`phased.core.sizing.recover_phase_start`).
 
+The phase the job waits to start (``status.phaseIndex``, not started) may be renamed or
+replaced by a phase of another name: its record, with what the wait cost (``waitingSeconds``,
+the charges of the nodes held meanwhile), follows its place and takes the new name
+(:func:`carried_record`), so the phase's account loses nothing; matched by name alone, the
+edit left the phase an empty record.
+
 The CRD refuses the same edits at ``kubectl apply`` with transition rules that judge the new
 spec against the same status records (see ``crds/``). This re-check catches an edit that slipped
 through — applied before the CRD carried the rules — and decide answers it by holding the
@@ -105,3 +111,23 @@ def _shape_problems(
         f"{' and '.join(was)}; put gpusPerNode and gpuTypes back (a new shape needs a new phase "
         "or a new job)"
     ]
+
+
+def carried_record(
+    spec: TrainingJobSpec, status: TrainingJobStatus, pods: Iterable[PodInfo] = ()
+) -> PhaseRecord | None:
+    """The record of the phase the job waits to start, renamed to the phase the spec now has
+    in its place, when an edit renamed or replaced it (module docstring); None when the
+    phase there kept its name, has a record of its own, or the waited phase has started
+    (such an edit is refused: :func:`edit_problems`)."""
+    index = status.phase_index
+    if not 0 <= index < min(len(status.phases), len(spec.phases)):
+        return None
+    waited, name = status.phases[index], spec.phases[index].name
+    names = {p.name for p in spec.phases}
+    if waited.name in names or any(r.name == name for r in status.phases):
+        return None
+    with_pods = frozenset(p.phase_name for p in pods if p.phase_name)
+    if started(waited, index, status, with_pods):
+        return None
+    return waited.model_copy(update={"name": name})
