@@ -9,13 +9,16 @@ recorded the edited shape although the workers ran with the old one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from phased.api.v1alpha1 import JobState
-from phased.core.model import CreatePod, DeletePod
-from tests.core.builders import events
+from phased.core import labels
+from phased.core.model import CreatePod, DeletePod, PodInfo
+from phased.core.podlabels import Shape, made_shape
+from tests.core.builders import events, pod
 from tests.core.test_a_phase_whose_workers_exist_has_started_even_when_its_record_lost_the_start import (  # noqa: E501
     _train_started_but_not_recorded,
 )
@@ -58,3 +61,24 @@ def test_an_unedited_phase_recovers_its_start_with_its_shape() -> None:
     train = cluster.status.phases[1]
     assert train.start_time is not None and cluster.status.state == JobState.RUNNING
     assert (train.gpus_per_node, train.gpu_types) == (8, ["H100"])
+
+
+def _labelled(gpus: str, types: str) -> PodInfo:
+    made = pod("w", "train", 0)
+    shape = {labels.LABEL_GPUS_PER_NODE: gpus, labels.LABEL_GPU_TYPES: types}
+    return replace(made, labels={**made.labels, **shape})
+
+
+@pytest.mark.parametrize(
+    ("gpus", "types"),
+    [("99", "H100"), ("-1", "H100"), ("x", "H100"), ("8", "B200"), ("8", "H100.H100")],
+    ids=["beyond the bound", "negative", "not a number", "unknown type", "a type twice"],
+)
+def test_a_shape_label_phased_could_not_have_written_is_not_believed(gpus: str, types: str) -> None:
+    assert made_shape([_labelled(gpus, types)]) is None
+
+
+def test_the_shape_labels_read_back_as_written() -> None:
+    assert made_shape([_labelled("8", "H200.H100")]) == Shape(8, ("H200", "H100"))
+    assert made_shape([_labelled("0", "")]) == Shape(0, ())  # a CPU phase
+    assert made_shape([pod("w", "train", 0)]) is None  # made before the labels
