@@ -50,6 +50,8 @@ OUR_LABEL_KEYS = {
     labels.LABEL_WORKER_RESTARTS,
     labels.LABEL_REPORTING,
     labels.LABEL_WORKER_SPEC,
+    labels.LABEL_GPUS_PER_NODE,
+    labels.LABEL_GPU_TYPES,
     labels.LABEL_MANAGED_BY,
 }
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "-c"}

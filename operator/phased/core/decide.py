@@ -288,9 +288,13 @@ def _from_basis(draft: Draft) -> tuple[int, accounting.Usage] | None:
     """The phase index (in the current spec) and the usage the stored basis describes."""
     basis = draft.status.accounting.basis
     names = [p.name for p in draft.spec.phases]
-    if basis is None or basis.phase not in names:
+    if basis is None:
         return None
-    return names.index(basis.phase), _basis_usage(basis)
+    if basis.phase in names:
+        return names.index(basis.phase), _basis_usage(basis)
+    if basis.phase and basis.phase == draft.carried_from:  # renamed: the record followed
+        return draft.index, _basis_usage(basis)
+    return None
 
 
 def _basis_usage(basis: UsageBasis) -> accounting.Usage:

@@ -20,6 +20,7 @@ from phased.api.v1alpha1 import (
     TrainingJobStatus,
 )
 from phased.core import conditions as conds
+from phased.core.edits import carried_record
 from phased.core.model import (
     Action,
     ClaimNode,
@@ -64,6 +65,9 @@ class Draft:
     # Nodes not held by the job on which others' pods run (seen in snap.node_pods): never
     # claimed. Node name -> the pods, "namespace/name", for the event.
     occupied: dict[str, list[str]] = field(default_factory=dict)
+    # The name the phase the job waits to start had in the written status, when an edit
+    # renamed it and its record followed its place (phased.core.edits.carried_record).
+    carried_from: str = ""
 
     @classmethod
     def for_snapshot(
@@ -77,6 +81,10 @@ class Draft:
             status = status.model_copy(update={"phase_index": index})
         by_name = {r.name: r for r in status.phases}
         records = [by_name.get(p.name) or PhaseRecord(name=p.name) for p in spec.phases]
+        carried = carried_record(spec, status, snap.pods)  # the waited phase, renamed
+        carried_from = status.phases[index].name if carried is not None else ""
+        if carried is not None:
+            records[index] = carried
         running = (status.phase or "", status.world_size)
         roles: dict[str, NodeRole] = {}
         for node in snap.nodes:
@@ -100,6 +108,7 @@ class Draft:
             roles=roles,
             pods=tuple(p for p in snap.pods if trusted(spec, p, running)),
             occupied=occupied,
+            carried_from=carried_from,
         )
 
     # --- status -----------------------------------------------------------------------------

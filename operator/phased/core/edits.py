@@ -13,9 +13,18 @@ pods of it exist. Then:
 2. with no records at all (a status lost or never written), a phase with worker pods is
    still in the spec;
 3. the current phase, once started, keeps the GPU shape it started with: ``gpusPerNode``
-   and ``gpuTypes`` (both recorded in its record at the start; of an older record only the
-   chosen ``gpuType`` is known, and it must stay accepted, until the first pass records the
-   shape the phase runs with: :func:`phased.core.sizing.recover_phase_start`).
+   and ``gpuTypes`` (both recorded in its record at the start; a record that has no shape —
+   the status write that recorded the start was lost, or an older operator wrote it — is
+   judged against the shape its workers carry in their labels, what they were made with;
+   of an older record with workers made before those labels only the chosen ``gpuType`` is
+   known, and it must stay accepted, until the first pass records the shape the phase runs
+   with: :func:`phased.core.sizing.recover_phase_start`).
+
+The phase the job waits to start (``status.phaseIndex``, not started) may be renamed or
+replaced by a phase of another name: its record, with what the wait cost (``waitingSeconds``,
+the charges of the nodes held meanwhile), follows its place and takes the new name
+(:func:`carried_record`), so the phase's account loses nothing; matched by name alone, the
+edit left the phase an empty record.
 
 The CRD refuses the same edits at ``kubectl apply`` with transition rules that judge the new
 spec against the same status records (see ``crds/``). This re-check catches an edit that slipped
@@ -32,6 +41,7 @@ from collections.abc import Iterable
 
 from phased.api.v1alpha1 import PhaseRecord, PhaseState, TrainingJobSpec, TrainingJobStatus
 from phased.core.model import PodInfo
+from phased.core.podlabels import made_shape
 
 _RAN = frozenset({PhaseState.RUNNING, PhaseState.SUCCEEDED, PhaseState.FAILED})
 
@@ -77,12 +87,15 @@ def edit_problems(
             f"phase {name!r} has worker pods but is no longer in the spec: a phase that "
             "started cannot be removed or renamed"
         )
-    problems.extend(_shape_problems(spec, status, with_pods))
+    problems.extend(_shape_problems(spec, status, list(pods), with_pods))
     return problems
 
 
 def _shape_problems(
-    spec: TrainingJobSpec, status: TrainingJobStatus, with_pods: frozenset[str]
+    spec: TrainingJobSpec,
+    status: TrainingJobStatus,
+    pods: list[PodInfo],
+    with_pods: frozenset[str],
 ) -> list[str]:
     index = status.phase_index
     if not 0 <= index < min(len(status.phases), len(spec.phases)):
@@ -90,6 +103,14 @@ def _shape_problems(
     record, phase = status.phases[index], spec.phases[index]
     if record.name != phase.name or not started(record, index, status, with_pods):
         return []
+    if record.gpus_per_node is None or record.gpu_types is None:
+        # The start's status write was lost (or an older operator wrote the record): the
+        # workers carry the shape they were made with.
+        made = made_shape(p for p in pods if p.phase_name == phase.name)
+        if made is not None:
+            record = record.model_copy(
+                update={"gpus_per_node": made.gpus_per_node, "gpu_types": list(made.gpu_types)}
+            )
     types = [t.value for t in phase.gpu_types]
     was: list[str] = []
     if record.gpus_per_node is not None and record.gpus_per_node != phase.gpus_per_node:
@@ -105,3 +126,23 @@ def _shape_problems(
         f"{' and '.join(was)}; put gpusPerNode and gpuTypes back (a new shape needs a new phase "
         "or a new job)"
     ]
+
+
+def carried_record(
+    spec: TrainingJobSpec, status: TrainingJobStatus, pods: Iterable[PodInfo] = ()
+) -> PhaseRecord | None:
+    """The record of the phase the job waits to start, renamed to the phase the spec now has
+    in its place, when an edit renamed or replaced it (module docstring); None when the
+    phase there kept its name, has a record of its own, or the waited phase has started
+    (such an edit is refused: :func:`edit_problems`)."""
+    index = status.phase_index
+    if not 0 <= index < min(len(status.phases), len(spec.phases)):
+        return None
+    waited, name = status.phases[index], spec.phases[index].name
+    names = {p.name for p in spec.phases}
+    if waited.name in names or any(r.name == name for r in status.phases):
+        return None
+    with_pods = frozenset(p.phase_name for p in pods if p.phase_name)
+    if started(waited, index, status, with_pods):
+        return None
+    return waited.model_copy(update={"name": name})

@@ -60,6 +60,12 @@ LABEL_REPORTING = f"{PREFIX}/reporting"
 # A digest of what the spec made the worker from (its phase's merged template, launcher and
 # checkpoint settings): a rank is replaced alone only beside peers made from the same.
 LABEL_WORKER_SPEC = f"{PREFIX}/worker-spec"
+# The GPU shape the worker was made for: its phase's gpusPerNode, and its gpuTypes in order
+# joined by GPU_TYPES_SEPARATOR ("" for a CPU phase). Read back when the status write that
+# recorded a phase's start, with its shape, was lost (phased.core.podlabels.made_shape).
+LABEL_GPUS_PER_NODE = f"{PREFIX}/gpus-per-node"
+LABEL_GPU_TYPES = f"{PREFIX}/gpu-types"
+GPU_TYPES_SEPARATOR = "."
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "phased"
 

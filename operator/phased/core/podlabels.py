@@ -16,7 +16,10 @@ list unless it is bounded by the spec first.
 
 from __future__ import annotations
 
-from phased.api.v1alpha1 import MAX_NODES, TrainingJobSpec
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from phased.api.v1alpha1 import MAX_GPUS_PER_NODE, MAX_NODES, GPUType, TrainingJobSpec
 from phased.core import labels
 from phased.core.model import PodInfo
 
@@ -65,3 +68,31 @@ def trusted(spec: TrainingJobSpec, pod: PodInfo, running: tuple[str, int] = ("",
         and (generation is None or 0 <= generation <= MAX_GENERATION)
         and (attempt is None or 0 <= attempt <= MAX_ATTEMPT)
     )
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The GPU shape a worker was made for: its phase's ``gpusPerNode`` and ``gpuTypes``."""
+
+    gpus_per_node: int
+    gpu_types: tuple[str, ...]
+
+
+def made_shape(pods: Iterable[PodInfo]) -> Shape | None:
+    """The GPU shape the first made of ``pods`` (one phase's workers) carries in its labels;
+    None when none carries one Phased could have written (workers made before the labels
+    existed, or labels someone rewrote: a count beyond the CRD's bound, a type it does not
+    know, a type twice)."""
+    known = {t.value for t in GPUType}
+    first = sorted(
+        pods, key=lambda p: (p.created is None, p.created.timestamp() if p.created else 0.0, p.name)
+    )
+    for pod in first:
+        gpus = label_int(pod, labels.LABEL_GPUS_PER_NODE)
+        raw = pod.labels.get(labels.LABEL_GPU_TYPES)
+        if gpus is None or raw is None or not 0 <= gpus <= MAX_GPUS_PER_NODE:
+            continue
+        types = tuple(raw.split(labels.GPU_TYPES_SEPARATOR)) if raw else ()
+        if all(t in known for t in types) and len(set(types)) == len(types):
+            return Shape(gpus, types)
+    return None

@@ -95,6 +95,7 @@ from phased.core.phases import (
     next_generation,
     stopping_until,
 )
+from phased.core.podlabels import Shape, made_shape
 from phased.core.pools import (
     CPU_TYPE,
     Targets,
@@ -241,11 +242,18 @@ def _started(draft: Draft) -> bool:
 
 def _owed(draft: Draft) -> int:
     """Free nodes a phase re-forming after a restart takes whatever the line: what makes up
-    the pool it ran with — its running world (at least ``nodes.min``) and its spares. Nothing
-    for a phase that has not started: all it takes is admitted in line."""
+    the pool it ran with — its last world and its spares (``spares.count``, which a running
+    generation refills whatever the line: :func:`refill_spares`). Nothing for a phase that
+    has not started: all it takes is admitted in line.
+
+    A ``nodes.min`` raised above the last world asks for actives the phase never ran with:
+    they come, as growth toward ``nodes.max`` does, only from what the waiting jobs ahead
+    leave, and when that is too little the pool is given up to wait in line. Only a world
+    no status recorded (0) is read as ``nodes.min``."""
     if not _started(draft):
         return 0
-    pool = max(draft.status.world_size, draft.phase.nodes.min) + draft.spec.spares.count
+    world = draft.status.world_size or draft.phase.nodes.min
+    pool = world + draft.spec.spares.count
     held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
     return max(0, pool - held)
 
@@ -254,8 +262,9 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
 
     A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with)
-    whatever the line, nearest first; what it would grow by beyond that, like all a phase
-    being admitted takes, is only what the waiting jobs ahead of it leave.
+    whatever the line, nearest first; what it would grow by beyond that (toward
+    ``nodes.max``, or up to a ``nodes.min`` raised above its world), like all a phase being
+    admitted takes, is only what the waiting jobs ahead of it leave.
 
     The jobs ahead keep only free nodes they could take (:func:`phased.core.pools.
     kept_for_ahead`): what they could take that this job cannot counts towards their need
@@ -819,18 +828,28 @@ def start_generation(draft: Draft, type_key: str) -> bool:
 
 def _record_start(draft: Draft, type_key: str, start: datetime) -> None:
     draft.update_record(
-        start_time=format_time(start),
-        gpu_type=type_key or None,
-        state=PhaseState.RUNNING,
-        gpus_per_node=draft.phase.gpus_per_node,
-        gpu_types=[t.value for t in draft.phase.gpu_types],
+        start_time=format_time(start), gpu_type=type_key or None, state=PhaseState.RUNNING
     )
+    _record_shape(draft)
+
+
+def _record_shape(draft: Draft) -> None:
+    """The GPU shape the phase runs with, into its record: what its workers were made with
+    (their labels, :func:`phased.core.podlabels.made_shape`), else the spec's. The workers
+    are the witness when the status write that recorded the start was lost: an edit of the
+    shape the CRD let through meanwhile is not recorded as the shape they run with (the edit
+    re-check holds such a job; this keeps the record true whatever passes it)."""
+    made = made_shape(draft.phase_pods())
+    if made is None:
+        made = Shape(draft.phase.gpus_per_node, tuple(t.value for t in draft.phase.gpu_types))
+    draft.update_record(gpus_per_node=made.gpus_per_node, gpu_types=list(made.gpu_types))
 
 
 def recover_phase_start(draft: Draft, type_key: str) -> None:
     """A phase whose workers exist but whose record has no start: the status write that
     recorded it was lost. The start is the creation of the phase's first worker, so the
-    record, ``maxDuration`` and the timeline keep the time the phase really began."""
+    record, ``maxDuration`` and the timeline keep the time the phase really began, and the
+    shape is the one its workers were made with (:func:`_record_shape`)."""
     if draft.record.start_time is not None:
         _recover_shape(draft)
         return
@@ -841,15 +860,12 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
 
 def _recover_shape(draft: Draft) -> None:
     """A record written by an older operator names only the chosen ``gpuType``: it learns
-    the shape the phase runs with from the spec (found valid by the edit re-check, which
-    keeps the chosen type among ``gpuTypes``), so that the re-check and the CRD's rules
-    judge later edits against the record."""
+    the shape the phase runs with from its workers' labels, or else from the spec (found
+    valid by the edit re-check, which keeps the chosen type among ``gpuTypes``), so that the
+    re-check and the CRD's rules judge later edits against the record."""
     record = draft.record
     if record.gpus_per_node is None or record.gpu_types is None:
-        draft.update_record(
-            gpus_per_node=draft.phase.gpus_per_node,
-            gpu_types=[t.value for t in draft.phase.gpu_types],
-        )
+        _record_shape(draft)
 
 
 def _give_back_surplus(draft: Draft) -> None:

@@ -193,6 +193,10 @@ class Worker:
             labels.LABEL_WORKER_RESTARTS: str(self.worker_restarts),
             labels.LABEL_REPORTING: "true" if self.reporting else "false",
             labels.LABEL_WORKER_SPEC: worker_spec(self.spec, self.phase),
+            labels.LABEL_GPUS_PER_NODE: str(self.phase.gpus_per_node),
+            labels.LABEL_GPU_TYPES: labels.GPU_TYPES_SEPARATOR.join(
+                t.value for t in self.phase.gpu_types
+            ),
             labels.LABEL_MANAGED_BY: labels.MANAGED_BY,
         }
 
