@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from itertools import count
 from typing import Any
 
 from phased.api.v1alpha1 import (
@@ -54,6 +55,7 @@ SETTINGS = Settings()
 JOB = JobRef(namespace="ml", name="llm", uid="uid-llm", generation=1, created=LONG_AGO)
 H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 H200_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+_NODE_OBJECTS = count()
 
 
 def at(seconds: float) -> datetime:
@@ -99,6 +101,7 @@ def node(
         allocatable=allocatable,
         capacity=dict(allocatable),
         created=LONG_AGO,
+        uid=f"node-{name}-{next(_NODE_OBJECTS)}",  # each call a new Node object
     )
 
 

@@ -502,6 +502,7 @@ def _finish(draft: Draft, finished: bool = False) -> Plan:
                 "active": [n.name for n in active],
                 "spares": [n.name for n in spares],
                 "quarantined": quarantined,
+                "uids": {n.name: n.uid for n in [*active, *spares] if n.uid},
             }
         ),
     )

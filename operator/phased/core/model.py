@@ -52,6 +52,7 @@ class NodeInfo:
     allocatable: Mapping[str, int] = field(default_factory=dict)  # whole units, e.g. GPUs
     capacity: Mapping[str, int] = field(default_factory=dict)
     created: datetime | None = None
+    uid: str = ""  # metadata.uid: which Node object this is (a name may be reused)
 
     def condition(self, kind: str) -> NodeCondition | None:
         for cond in self.conditions:
