@@ -329,6 +329,14 @@ class FinishClearing:
 
 
 @dataclass(frozen=True)
+class StartClearing:
+    """Mark an active node the job holds ``ANNOTATION_CLEARING`` (now, unless it carries it):
+    workers are about to be placed there, and guests that came meanwhile must leave."""
+
+    node: str
+
+
+@dataclass(frozen=True)
 class EnsureService:
     manifest: Mapping[str, Any]
 
@@ -350,6 +358,7 @@ Action = (
     | DeletePod
     | EvictPod
     | FinishClearing
+    | StartClearing
     | EnsureService
     | EnsureSecret
     | EnsureClaim
