@@ -66,6 +66,7 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
     Snapshot,
+    StartClearing,
     UnquarantineNode,
 )
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
@@ -719,6 +720,8 @@ class Reconciler:
                 )
             case EvictPod(namespace=namespace, name=name, node=node, delete=delete):
                 await self._evict(job, namespace, name, node, delete)
+            case StartClearing(node=name):
+                await self.node_verbs.start_clearing(name, job, now)
             case FinishClearing(node=name):
                 await self.node_verbs.finish_clearing(name, job)
             case ReleaseNode(node=name):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from itertools import count
 from typing import Any
 
 from phased.api.v1alpha1 import (
@@ -30,6 +31,8 @@ from phased.core.model import (
     EnsureClaim,
     EnsureSecret,
     EnsureService,
+    EvictPod,
+    FinishClearing,
     JobRef,
     NodeCondition,
     NodeInfo,
@@ -41,12 +44,14 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
     Snapshot,
+    StartClearing,
     Taint,
     UnquarantineNode,
 )
 from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_quarantine
 from phased.core.reports import Report, ReportStore, merge
 from phased.core.settings import Settings
+from phased.core.times import format_time
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 LONG_AGO = T0 - timedelta(days=1)
@@ -54,6 +59,7 @@ SETTINGS = Settings()
 JOB = JobRef(namespace="ml", name="llm", uid="uid-llm", generation=1, created=LONG_AGO)
 H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 H200_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+_NODE_OBJECTS = count()
 
 
 def at(seconds: float) -> datetime:
@@ -99,6 +105,7 @@ def node(
         allocatable=allocatable,
         capacity=dict(allocatable),
         created=LONG_AGO,
+        uid=f"node-{name}-{next(_NODE_OBJECTS)}",  # each call a new Node object
     )
 
 
@@ -250,6 +257,16 @@ class Cluster:
     secret: bool = False  # the report Secret was ensured (as the reconciler remembers)
     claim: bool = False
     annotations: dict[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
+    # Others' pods bound to nodes (node -> pods): listed, as the reconciler lists them, for
+    # the job's nodes being cleared; a node with one that stays takes no worker.
+    guests: dict[str, list[NodePod]] = field(default_factory=dict)
+
+    def _listed(self) -> dict[str, tuple[NodePod, ...]]:
+        return {
+            name: tuple(self.guests.get(name, ()))
+            for name, n in self.nodes.items()
+            if n.owner_uid == self.job.uid and labels.ANNOTATION_CLEARING in n.annotations
+        }
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
@@ -267,6 +284,7 @@ class Cluster:
             report_secret_exists=self.secret,
             claim_exists=self.claim,
             annotations=self.annotations,
+            node_pods=self._listed(),
         )
 
     def decide(self) -> Plan:
@@ -349,6 +367,18 @@ class Cluster:
             )
         elif isinstance(action, DeletePod):
             self.pods.pop(action.name, None)
+        elif isinstance(action, EvictPod):
+            left = [p for p in self.guests.get(action.node, []) if p.name != action.name]
+            self.guests[action.node] = left
+        elif isinstance(action, StartClearing):
+            n = self.nodes[action.node]
+            assert n.owner_uid == self.job.uid and n.role == NodeRole.ACTIVE
+            notes = {labels.ANNOTATION_CLEARING: format_time(self.now), **n.annotations}
+            self.nodes[n.name] = replace(n, annotations=notes)
+        elif isinstance(action, FinishClearing):
+            n = self.nodes[action.node]
+            notes = {k: v for k, v in n.annotations.items() if k != labels.ANNOTATION_CLEARING}
+            self.nodes[n.name] = replace(n, annotations=notes)
         elif isinstance(action, EnsureService):
             self.service = True
         elif isinstance(action, EnsureSecret):
@@ -370,6 +400,7 @@ class Cluster:
         busy = {
             p.node_name for p in self.pods.values() if p.node_name and p.phase == PodPhase.RUNNING
         }
+        busy |= {name for name, pods in self.guests.items() if pods}  # a guest took its GPUs
         for name in sorted(self.pods):
             p = self.pods[name]
             if p.phase != PodPhase.PENDING:

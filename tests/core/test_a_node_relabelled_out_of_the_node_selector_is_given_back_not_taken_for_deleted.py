@@ -32,9 +32,7 @@ def _in_pool(n: NodeInfo, pool: str = "gpu") -> NodeInfo:
 
 def _running(free: int = 1, the_spec=TRAIN) -> Cluster:  # type: ignore[no-untyped-def]
     """h00, h01 active and running, h02 the spare, ``free`` more selected nodes."""
-    c = Cluster(
-        the_spec, {n.name: _in_pool(n) for n in nodes("h", 3 + free)}, settings=SELECTED
-    )
+    c = Cluster(the_spec, {n.name: _in_pool(n) for n in nodes("h", 3 + free)}, settings=SELECTED)
     c.settle()
     assert c.held(NodeRole.ACTIVE) == ["h00", "h01"] and c.held(NodeRole.SPARE) == ["h02"]
     assert len(c.running()) == 2

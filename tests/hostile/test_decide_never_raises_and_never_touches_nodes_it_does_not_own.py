@@ -45,6 +45,7 @@ from phased.core.model import (
     ReleaseNode,
     SetNodeRole,
     Snapshot,
+    StartClearing,
     UnquarantineNode,
 )
 from phased.core.ownership import holds, marks
@@ -349,6 +350,7 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             | QuarantineNode
             | UnquarantineNode
             | FinishClearing
+            | StartClearing
             | EvictPod,
         ):
             node = by_name[action.node]

@@ -711,6 +711,10 @@ class Pool(_Status):
     active: list[str] = Field(default_factory=list)
     spares: list[str] = Field(default_factory=list)
     quarantined: list[str] = Field(default_factory=list)
+    # name -> metadata.uid of each active and spare node, as the pass that wrote the status
+    # read it: a node recreated under the same name is another object (absent in statuses
+    # written before it was kept: then its creation time is read instead)
+    uids: dict[str, str] = Field(default_factory=dict)
 
 
 class Interruption(_Status):

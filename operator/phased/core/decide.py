@@ -41,7 +41,7 @@ from phased.core import accounting, checkpoints, interruptions
 from phased.core.conditions import ConditionType, find, set_condition
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.edits import edit_problems
-from phased.core.guests import clear_guests
+from phased.core.guests import clear_guests, mark_vacant
 from phased.core.model import (
     CreatePod,
     DeletePod,
@@ -164,6 +164,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
         return _finish(draft, finished=settle(draft))
     return_healed(draft, type_key)
     size_and_start(draft, type_key)
+    mark_vacant(draft)
     clear_guests(draft)
     checkpoints.check_staleness(draft)
     return _finish(draft)
@@ -506,6 +507,7 @@ def _finish(draft: Draft, finished: bool = False) -> Plan:
                 "active": [n.name for n in active],
                 "spares": [n.name for n in spares],
                 "quarantined": quarantined,
+                "uids": {n.name: n.uid for n in [*active, *spares] if n.uid},
             }
         ),
     )

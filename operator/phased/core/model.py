@@ -52,6 +52,7 @@ class NodeInfo:
     allocatable: Mapping[str, int] = field(default_factory=dict)  # whole units, e.g. GPUs
     capacity: Mapping[str, int] = field(default_factory=dict)
     created: datetime | None = None
+    uid: str = ""  # metadata.uid: which Node object this is (a name may be reused)
 
     def condition(self, kind: str) -> NodeCondition | None:
         for cond in self.conditions:
@@ -328,6 +329,14 @@ class FinishClearing:
 
 
 @dataclass(frozen=True)
+class StartClearing:
+    """Mark an active node the job holds ``ANNOTATION_CLEARING`` (now, unless it carries it):
+    workers are about to be placed there, and guests that came meanwhile must leave."""
+
+    node: str
+
+
+@dataclass(frozen=True)
 class EnsureService:
     manifest: Mapping[str, Any]
 
@@ -349,6 +358,7 @@ Action = (
     | DeletePod
     | EvictPod
     | FinishClearing
+    | StartClearing
     | EnsureService
     | EnsureSecret
     | EnsureClaim

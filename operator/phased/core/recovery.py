@@ -155,13 +155,24 @@ def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
 
 def _recreated(draft: Draft, name: str) -> bool:
     """The node named ``name``, which the status lists in the pool, is a new object: the job
-    does not hold it and it was created after the pass that wrote that status (its
-    ``accounting.accountedAt``), when the name was a node of the pool — whatever it carries
-    now (another job may have claimed it first). A node the job gave back itself is older
-    than that pass, even when the status write that dropped it from the pool was lost."""
+    does not hold it and its ``metadata.uid`` is not the one the pass that wrote that status
+    read (``status.pool.uids``) — whatever it carries now (another job may have claimed it
+    first). A node the job gave back itself is the same object, even when the status write
+    that dropped it from the pool was lost. Two uids are compared, never two clocks: before,
+    a node created after that pass's ``accounting.accountedAt`` was the new object, and with
+    the operator's clock ahead of the API server's, or a node view that lagged, a recreated
+    node passed for one the job released, and its deletion went unrecorded.
+
+    A status written before the uids were kept (an upgrade; its next write keeps them) is
+    read by the old rule: created after the pass that wrote it."""
     node = draft.nodes.get(name)
+    if node is None or name in draft.roles:
+        return False
+    known = draft.snap.status.pool.uids.get(name)
+    if known and node.uid:
+        return node.uid != known
     written = parse_time(draft.snap.status.accounting.accounted_at)
-    if node is None or name in draft.roles or node.created is None or written is None:
+    if node.created is None or written is None:
         return False
     created = node.created if node.created.tzinfo else node.created.replace(tzinfo=UTC)
     return created > written

@@ -413,7 +413,57 @@ def release_misfits(draft: Draft, type_key: str) -> None:
     gpus = draft.phase.gpus_per_node
     for node in draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE):
         if not fits(node, type_key, gpus, draft.settings) and not _failing(draft, node, type_key):
-            _release(draft, node)
+            _release_misfit(draft, node, type_key)
+
+
+def _release_misfit(draft: Draft, node: NodeInfo, type_key: str) -> None:
+    """Give back a misfit; one that served the running phase (:func:`_served`) was changed
+    under the job — its type labels rewritten, all its GPUs there — and is said so with a
+    Warning ``NodeTypeChanged``: before, a node the job had run on left the pool with no
+    word at all. Not quarantined and no ledger entry: nothing failed, and its worker trained
+    on until the generation ended for another reason (that cause is the restart's)."""
+    if _served(draft, node):
+        draft.event(
+            WARNING,
+            "NodeTypeChanged",
+            f"node {node.name} no longer fits phase {draft.phase.name} "
+            f"({_wants(draft, type_key)}): {_type_now(draft, node)}, not by Phased; released "
+            "from the pool, not quarantined (nothing failed), and the pool is made whole "
+            "without it",
+        )
+    _release(draft, node)
+
+
+def _wants(draft: Draft, type_key: str) -> str:
+    if type_key == CPU_TYPE:
+        return "CPU nodes"
+    return f"{type_key}, {draft.phase.gpus_per_node} GPUs a node"
+
+
+def _type_now(draft: Draft, node: NodeInfo) -> str:
+    """What ``node``'s type labels say now, for people."""
+    labelled = [
+        gpu.value
+        for gpu in draft.settings.gpu_types
+        if has_type_labels(node, gpu.value, draft.settings)
+    ]
+    if labelled:
+        return f"its GPU type labels now say {', '.join(labelled)}"
+    kind = gpu_kind(node, draft.settings)
+    if kind is None:
+        return "it is no GPU node now"
+    return "its labels now carry no configured GPU type's labels"
+
+
+def _served(draft: Draft, node: NodeInfo) -> bool:
+    """The phase has started (its shape cannot change any more) and the last pass held
+    ``node`` for it as an active or spare node."""
+    status = draft.snap.status
+    return (
+        draft.record.start_time is not None
+        and status.phase == draft.phase.name
+        and node.name in {*status.pool.active, *status.pool.spares}
+    )
 
 
 def _failing(draft: Draft, node: NodeInfo, type_key: str) -> bool:
@@ -434,13 +484,10 @@ def _dropped(draft: Draft, node: NodeInfo, type_key: str) -> bool:
     plugin restarted with fewer devices), even the type labels GPU discovery writes; a node
     held for another phase (a boundary), or before the phase started (its shape may still
     be edited), is judged by what it is."""
-    status = draft.snap.status
     resource = gpu_resource(type_key, draft.settings)
     return (
         resource is not None
-        and draft.record.start_time is not None
-        and status.phase == draft.phase.name
-        and node.name in {*status.pool.active, *status.pool.spares}
+        and _served(draft, node)
         and node.allocatable.get(resource, 0) < draft.phase.gpus_per_node
     )
 
@@ -724,7 +771,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     for node in draft.held(NodeRole.SPARE):
         misfit = not has_type_labels(node, type_key, draft.settings)
         if misfit and not _failing(draft, node, type_key):
-            _release(draft, node)
+            _release_misfit(draft, node, type_key)
     if type_key == CPU_TYPE:
         for node in _gpu_spares_wanted(draft):
             _release(draft, node)

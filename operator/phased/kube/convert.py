@@ -87,6 +87,7 @@ def node_from_raw(raw: dict[str, Any]) -> NodeInfo:
         allocatable=_counted(status.get("allocatable")),
         capacity=_counted(status.get("capacity")),
         created=parse_time(meta.get("creationTimestamp")),
+        uid=str(meta.get("uid") or ""),
     )
 
 

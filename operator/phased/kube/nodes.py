@@ -424,6 +424,20 @@ class NodeVerbs:
             await asyncio.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter
         raise Conflict(409, "Conflict", f"node {name} kept changing; try again", "patch", "nodes")
 
+    async def start_clearing(self, name: str, job: JobRef, now: datetime) -> bool:
+        """Mark an active node the job holds ``clearing-since`` (``now``): workers are about
+        to be placed there, and guests that came while none held it must leave (core.guests).
+        One already marked keeps its mark, and its deadline."""
+
+        def mutate(node: JSON) -> JSON | None:
+            if not self._held(node, job) or labels.ANNOTATION_CLEARING in _annotations(node):
+                return None
+            if _labels(node).get(labels.LABEL_ROLE) != NodeRole.ACTIVE.value:
+                return None
+            return {"metadata": {"annotations": {labels.ANNOTATION_CLEARING: _iso(now)}}}
+
+        return await self._update(name, mutate) is not None
+
     async def finish_clearing(self, name: str, job: JobRef) -> bool:
         """Drop ``clearing-since`` from a held node: no guest is left on it."""
 

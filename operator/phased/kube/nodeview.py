@@ -287,6 +287,7 @@ def fingerprint(raw: dict[str, Any]) -> int | None:
                 _items(meta.get("labels")),
                 _items(meta.get("annotations")),
                 meta.get("creationTimestamp"),
+                meta.get("uid"),
                 tuple(
                     (t.get("key"), t.get("value"), t.get("effect"))
                     for t in spec.get("taints") or ()
