@@ -2,8 +2,8 @@
 control plane.
 
     python bench/recovery.py [--systems phased,shipped,tuned,kueue] [--kinds ...] [--trials 30]
-                             [--never-after 480] [--phased-never-after 120] [--no-write]
-                             [--cluster recovery --port-base 32800]
+                             [--grace 10] [--never-after 480] [--phased-never-after 120]
+                             [--no-write] [--cluster recovery --port-base 32800]
 
 Each system runs on a fresh cluster instance of its own (``phased-bench-recovery``: its own
 folder under ``~/.cache/phased/``, ports 32800-32805, see ``bench/common.py``; never the
@@ -41,6 +41,15 @@ Ready), ``gpu-drop`` (allocatable GPUs drop from 8 to 6), ``two-nodes``, ``rack`
 one rack, or of the fewest racks, at once) and ``phase-boundary`` (a two-phase job; a node of
 the first phase's pool reports NotReady the moment the first phase's workers have all
 ended; measured to the second phase's 8 workers Running, none on that node).
+
+Every grace a system has a knob for is the same on each side: ``--grace`` seconds (10 by
+default) of ``notReadyGrace`` and ``gpuDropGrace`` (Phased) and ``tolerationSeconds`` (the
+tuned Job and Kueue). A failure answered after a grace costs at least the grace on every
+side, so the grace bounds every ratio: at 10 s, no system can be 5 times as fast as one that
+answers 40 s after the failure. A run at another grace writes a section of its own
+(``recovery-grace-Ns``). The controller-manager's ``--node-monitor-grace-period`` stays at
+10 s on the tuned sides whatever ``--grace`` is: it judges heartbeats, which only a silent
+node stops.
 
 Trials overlap, each in its own Job or TrainingJob (see the notes the section prints).
 """
@@ -87,7 +96,10 @@ from common import (
 
 WORKERS = 8
 SPARES = 2
-GRACE_S = 10  # every grace with a knob on each side: notReadyGrace, tolerationSeconds, ...
+GRACE_S = 10  # every grace with a knob on each side (--grace): notReadyGrace, tolerationSeconds
+# --node-monitor-grace-period on the tuned sides: it judges heartbeats, which only a silent
+# node stops (the other kinds report their condition), so --grace leaves it as it is.
+NODE_MONITOR_GRACE_S = 10
 SHIPPED_KCM_GRACE_S = 50  # Kubernetes 1.36's --node-monitor-grace-period
 SHIPPED_TOLERATION_S = 300  # the DefaultTolerationSeconds admission plugin
 SHIPPED_EVICTION_RATE = 0.1  # --node-eviction-rate: nodes tainted NoExecute per second, per zone
@@ -364,7 +376,7 @@ def pick_in_racks(nodes: Sequence[str], racks: dict[str, str], k: int) -> list[s
 
 
 def indexed_job(
-    name: str, system: str, zone: str, succeed_after: str | None = None
+    name: str, system: str, zone: str, grace: int, succeed_after: str | None = None
 ) -> dict[str, Any]:
     pod = lib.sim_pod(
         "w", gpus=8, node_selector={**H100, ZONE_LABEL: zone}, succeed_after=succeed_after
@@ -380,7 +392,7 @@ def indexed_job(
     }
     if system in ("tuned", "kueue"):
         pod["spec"]["tolerations"] = [
-            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": GRACE_S}
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": grace}
             for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
         ]
         spec["backoffLimitPerIndex"] = 6
@@ -465,7 +477,7 @@ class Vanilla:
     def start_job(
         self, name: str, zone: str, succeed_after: str | None = None
     ) -> list[PodView] | None:
-        self.create_job(indexed_job(name, self.system, zone, succeed_after))
+        self.create_job(indexed_job(name, self.system, zone, self.args.grace, succeed_after))
 
         def running() -> list[PodView] | None:
             pods = self.job_pods(name, lambda p: p.phase == "Running" and not p.deleting)
@@ -616,7 +628,7 @@ class Vanilla:
             inject(self.core, trial.kind, victim)
             trial.t_fail = now()
             trial.victims = [victim]
-            self.create_job(indexed_job(second, self.system, zone))
+            self.create_job(indexed_job(second, self.system, zone, self.args.grace))
 
             def all_running() -> float | None:
                 pods = self.job_pods(
@@ -691,7 +703,7 @@ def run_all(system: str, work: list[Callable[[], None]], width: int) -> None:
 GROUP, VERSION, PLURAL = "phased.dev", "v1alpha1", "trainingjobs"
 
 
-def training_job(name: str, two_phases: bool = False) -> dict[str, Any]:
+def training_job(name: str, grace: int, two_phases: bool = False) -> dict[str, Any]:
     phase = {"nodes": {"min": WORKERS, "max": WORKERS}, "gpuTypes": ["H100"], "gpusPerNode": 8}
     phases = [{"name": "train", **phase}]
     if two_phases:
@@ -712,9 +724,9 @@ def training_job(name: str, two_phases: bool = False) -> dict[str, Any]:
             "phases": phases,
             "spares": {"count": SPARES},
             "failurePolicy": {
-                "notReadyGrace": f"{GRACE_S}s",
+                "notReadyGrace": f"{grace}s",
                 "gpuFaultGrace": "0s",
-                "gpuDropGrace": f"{GRACE_S}s",
+                "gpuDropGrace": f"{grace}s",
                 "restartScope": "Gang",
                 "restartBudget": 1000,
                 "interruptionBudget": "12h",
@@ -743,6 +755,7 @@ class PhasedSide:
         self.kubectl = lib.Kubectl(kubeconfig)
         self.kubeconfig = kubeconfig
         self.never_after = float(args.phased_never_after)
+        self.args = args
         self.watch = PodWatch(core).start()
         self.racks = racks_of(core)
 
@@ -812,7 +825,7 @@ class PhasedSide:
     def lane(self, kind: str, lane: int, trials: list[Trial]) -> None:
         ns = lib.create_namespace(self.core, f"phased-{kind}-{lane}")
         name = "bench"
-        self.create(ns, training_job(name))
+        self.create(ns, training_job(name, self.args.grace))
         k = VICTIMS.get(kind, 1)
         try:
             for trial in trials:
@@ -870,7 +883,7 @@ class PhasedSide:
         ns = lib.create_namespace(self.core, f"phased-boundary-{lane}")
         for trial in trials:
             name = trial.name
-            self.create(ns, training_job(name, two_phases=True))
+            self.create(ns, training_job(name, self.args.grace, two_phases=True))
             try:
 
                 def first_running(n: str = name) -> list[PodView] | None:
@@ -1157,16 +1170,28 @@ def breakdown(trials: Sequence[Trial]) -> list[list[object]]:
     return rows
 
 
-def settings_table(systems: Sequence[str]) -> str:
+def section_key(grace: int) -> str:
+    """The section of bench/RESULTS.md a run at ``grace`` writes: one per grace, so a run at
+    another grace never mixes its rows with those of the default."""
+    return "recovery" if grace == GRACE_S else f"recovery-grace-{grace}s"
+
+
+def section_title(grace: int) -> str:
+    if grace == GRACE_S:
+        return "3. Recovery: Phased against vanilla Kubernetes and Kueue"
+    return f"3b. Recovery at a {grace} s grace on every side: Phased against vanilla and Kueue"
+
+
+def settings_table(systems: Sequence[str], grace: int) -> str:
     """The settings of each system shown, one column each (equal graces wherever a system
     has the knob)."""
     delay = kueue.NODE_FAILURE_DELAY_S
     by_setting: dict[str, dict[str, str]] = {
         "kube-controller-manager --node-monitor-grace-period": {
-            "phased": f"{GRACE_S} s",
+            "phased": f"{NODE_MONITOR_GRACE_S} s",
             "shipped": f"{SHIPPED_KCM_GRACE_S} s (default)",
-            "tuned": f"{GRACE_S} s",
-            "kueue": f"{GRACE_S} s",
+            "tuned": f"{NODE_MONITOR_GRACE_S} s",
+            "kueue": f"{NODE_MONITOR_GRACE_S} s",
         },
         "kube-controller-manager --node-eviction-rate (nodes/s per zone)": {
             "phased": f"{SHIPPED_EVICTION_RATE} (default; Phased does not wait for evictions)",
@@ -1175,11 +1200,11 @@ def settings_table(systems: Sequence[str]) -> str:
             "kueue": f"{TUNED_EVICTION_RATE}",
         },
         "grace for a NotReady/Unknown node": {
-            "phased": f"notReadyGrace {GRACE_S} s",
+            "phased": f"notReadyGrace {grace} s",
             "shipped": f"tolerationSeconds {SHIPPED_TOLERATION_S} s (added by the API server)",
-            "tuned": f"tolerationSeconds {GRACE_S} s",
+            "tuned": f"tolerationSeconds {grace} s",
             "kueue": (
-                f"tolerationSeconds {GRACE_S} s; Kueue counts the node failed once the pods "
+                f"tolerationSeconds {grace} s; Kueue counts the node failed once the pods "
                 "on it have ended (TASReplaceNodeOnPodTermination), else after its fixed "
                 f"{delay} s NodeFailureDelay (no knob)"
             ),
@@ -1191,7 +1216,7 @@ def settings_table(systems: Sequence[str]) -> str:
             "kueue": "no knob (Kueue reads only Ready and taints)",
         },
         "grace for lost allocatable GPUs": {
-            "phased": f"gpuDropGrace {GRACE_S} s",
+            "phased": f"gpuDropGrace {grace} s",
             "shipped": "no knob",
             "tuned": "no knob",
             "kueue": "no knob",
@@ -1255,7 +1280,7 @@ def write_report(
         for s in systems
         if s in results
     }
-    shown = merged(now_measured, measured_in(read_section("recovery") or ""), systems)
+    shown = merged(now_measured, measured_in(read_section(section_key(args.grace)) or ""), systems)
     order = [s for s in SYSTEMS if s in shown]
     all_kinds = [k for k in KINDS if k in kinds or any(k in m.seconds for m in shown.values())]
     rows = []
@@ -1391,7 +1416,7 @@ Each system on a fresh cluster instance of its own, nothing else in it:
 
 Settings (equal graces wherever both sides have the knob):
 
-{settings_table(order or systems)}
+{settings_table(order or systems, args.grace)}
 
 {ledger_intro if parts else ""}
 
@@ -1411,8 +1436,8 @@ How the trials ran:
     print(body)
     if not args.no_write:
         write_section(
-            "recovery",
-            "3. Recovery: Phased against vanilla Kubernetes and Kueue",
+            section_key(args.grace),
+            section_title(args.grace),
             body,
             details={"Trials per cell": f"{args.trials} (this run)"},
         )
@@ -1479,6 +1504,13 @@ def main(argv: list[str] | None = None) -> int:
         default=BENCH_PORT_BASE,
         help="the cluster's six ports start here; Kueue's webhook, metrics, health are +6..+8",
     )
+    p.add_argument(
+        "--grace",
+        type=int,
+        default=GRACE_S,
+        help="seconds of every grace with a knob on each side (notReadyGrace, gpuDropGrace, "
+        "tolerationSeconds); a grace other than the default writes a section of its own",
+    )
     p.add_argument("--keep-cluster", action="store_true")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
@@ -1501,16 +1533,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for system in systems:
             flags = {
-                "phased": f"--node-monitor-grace-period={GRACE_S}s",
+                "phased": f"--node-monitor-grace-period={NODE_MONITOR_GRACE_S}s",
                 "shipped": "",
                 "tuned": (
-                    f"--node-monitor-grace-period={GRACE_S}s "
+                    f"--node-monitor-grace-period={NODE_MONITOR_GRACE_S}s "
                     f"--node-eviction-rate={TUNED_EVICTION_RATE:g}"
                 ),
             }.get(system, "")
             if system == "kueue":
                 flags = (
-                    f"--node-monitor-grace-period={GRACE_S}s "
+                    f"--node-monitor-grace-period={NODE_MONITOR_GRACE_S}s "
                     f"--node-eviction-rate={TUNED_EVICTION_RATE:g}"
                 )
             nodes = args.phased_nodes if system == "phased" else args.vanilla_nodes
