@@ -97,7 +97,12 @@ def test_a_kueue_only_run_writes_a_section_with_the_earlier_phased_and_tuned_row
         recovery, "write_section", lambda key, title, body, details=None: written.update(b=body)
     )
     args = SimpleNamespace(
-        no_write=False, trials=3, never_after=480.0, phased_never_after=120.0, vanilla_jobs=56
+        no_write=False,
+        trials=3,
+        never_after=480.0,
+        phased_never_after=120.0,
+        vanilla_jobs=56,
+        grace=recovery.GRACE_S,
     )
     results = {"kueue": [_trial("kueue", "not-ready", v) for v in (22.0, 24.0, 23.0)]}
     recovery.write_report(
@@ -122,6 +127,38 @@ def test_a_kueue_only_run_writes_a_section_with_the_earlier_phased_and_tuned_row
     # The data lines of all three are written again, so the next run keeps them too.
     assert set(recovery.measured_in(body)) == {"phased", "tuned", "kueue"}
     assert "Not run: " + recovery.SYSTEMS["shipped"] in body
+
+
+def test_a_run_at_another_grace_keeps_to_its_own_section_and_says_the_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    phased = _measured("phased", {"not-ready": [10.0, 12.0, 11.0]}, "520 nodes, 30 min")
+    sections = {"recovery": f"\nold table\n\n{phased.data_line()}\n"}
+    written: dict[str, tuple[str, str]] = {}
+    monkeypatch.setattr(recovery, "read_section", lambda key: sections.get(key))
+    monkeypatch.setattr(
+        recovery,
+        "write_section",
+        lambda key, title, body, details=None: written.update({key: (title, body)}),
+    )
+    args = SimpleNamespace(
+        no_write=False,
+        trials=3,
+        never_after=480.0,
+        phased_never_after=120.0,
+        vanilla_jobs=56,
+        grace=2,
+    )
+    results = {"kueue": [_trial("kueue", "not-ready", v) for v in (12.0, 14.0, 13.0)]}
+    recovery.write_report(
+        args, ["kueue"], ["not-ready"], results, {"kueue": "560 nodes, 8 min"}, 0.0, "load"
+    )
+    assert list(written) == ["recovery-grace-2s"]  # the 10 s section is left as it was
+    title, body = written["recovery-grace-2s"]
+    assert "2 s grace" in title
+    # The Phased rows of the 10 s run are not kept beside figures measured at 2 s.
+    assert set(recovery.measured_in(body)) == {"kueue"}
+    assert "tolerationSeconds 2 s" in body
 
 
 def test_what_a_system_did_is_counted_per_kind_and_kept_with_its_figures() -> None:
