@@ -107,7 +107,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     """
     now = _not_before_accounted(snapshot, now)
     # Pods that only carry the job's labels are not its workers (phased.core.podlabels).
-    workers = tuple(p for p in snapshot.pods if made_by_job(snapshot.job.uid, p))
+    workers = tuple(p for p in snapshot.pods if made_by_job(snapshot.job, p))
     snapshot = replace(snapshot, pods=workers)
     if snapshot.job.deleting:
         return _deleting(snapshot, settings)
