@@ -974,7 +974,7 @@ class Reconciler:
             for p in pods
             if p.phase_name == report.phase
             and p.generation == report.generation
-            and made_by_job(entry.ref.uid, p)
+            and made_by_job(entry.ref, p)
         ]
         return max(attempts, default=None)
 

@@ -26,6 +26,7 @@ from phased.core.labels import (
 )
 from phased.core.reports import ANNOTATION_REPORTS, decode, report_token
 from phased.core.settings import Settings
+from phased.core.workers import pod_name
 from phased.endpoint import ReportEndpoint
 from phased.metrics import Metrics
 from phased.reconcile import JobEntry, Reconciler
@@ -88,12 +89,13 @@ class FakePods:
     def add(
         self, rank: int, generation: int, attempt: int, phase_name: str = "train", ours: bool = True
     ) -> None:
-        """A worker of the job; ``ours=False``: a pod that only carries its labels."""
+        """A worker of the job, named as Phased names it; ``ours=False``: a pod that only
+        carries its labels."""
         owner = {"kind": "TrainingJob", "name": JOB.name, "uid": JOB.uid, "controller": True}
         self.pods.append(
             {
                 "metadata": {
-                    "name": f"w-{phase_name}-g{generation}-{rank}-a{attempt}",
+                    "name": pod_name(JOB, phase_name, generation, rank, attempt),
                     "namespace": JOB.namespace,
                     "ownerReferences": [owner] if ours else [],
                     "labels": {

@@ -801,6 +801,9 @@ class TrainingJobStatus(_Status):
     suspects: list[Suspect] = Field(default_factory=list)
     # Restarts caused by workers failing on healthy nodes: the ones restartBudget limits.
     worker_restarts: int = 0
+    # Times in a row the pool was given back for workers the namespace refused (reset when
+    # their creates land): the wait before the next try doubles with each.
+    pool_returns: int = 0
     breaker: Breaker = Field(default_factory=Breaker)
     # Troubles that began on the job's nodes within failurePolicy.flapping.window.
     troubles: list[TroubleStart] = Field(default_factory=list)

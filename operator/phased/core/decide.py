@@ -107,7 +107,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     """
     now = _not_before_accounted(snapshot, now)
     # Pods that only carry the job's labels are not its workers (phased.core.podlabels).
-    workers = tuple(p for p in snapshot.pods if made_by_job(snapshot.job.uid, p))
+    workers = tuple(p for p in snapshot.pods if made_by_job(snapshot.job, p))
     snapshot = replace(snapshot, pods=workers)
     if snapshot.job.deleting:
         return _deleting(snapshot, settings)
@@ -386,9 +386,11 @@ def _refusal_over(draft: Draft, state: JobState) -> None:
         cond = find(draft.conditions, ConditionType.WORKERS_REFUSED)
         if created and cond is not None and cond.reason == RETURNED:  # tried again: admitted
             draft.condition(ConditionType.WORKERS_REFUSED, False, "Created", "")
+            draft.set(pool_returns=0)
         return  # False already: its reason (Created, NotNeeded, PoolReturned) stays
     if created:
         draft.condition(ConditionType.WORKERS_REFUSED, False, "Created", "")
+        draft.set(pool_returns=0)
     elif state in TERMINAL or state == JobState.WAITING:
         draft.condition(ConditionType.WORKERS_REFUSED, False, "NotNeeded", "")
 

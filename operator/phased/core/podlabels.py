@@ -1,11 +1,14 @@
 """Which pods are the job's workers, the numbers read back from their labels, and whether
 to believe them.
 
-A pod is the job's only when the job is its controller: its controlling ownerReference
-names the job's UID, as on every worker Phased makes (:func:`made_by_job`). The job's labels
-alone do not make one: a worker's manifest copied to debug it or to run beside it, or
-another tool's pod, carries them too, and it is neither counted as a worker (it would
-complete, fail or restart a phase) nor ever deleted by Phased.
+A pod is the job's only when the job is its controller — its controlling ownerReference
+names the job's UID, as on every worker Phased makes — and it carries the name Phased gives
+the worker its labels describe (phase, generation, rank, attempt: :func:`made_by_job`). The
+job's labels alone do not make one: a worker's manifest copied to debug it or to run beside
+it, or another tool's pod, carries them too — a copy made from ``kubectl get -o yaml`` keeps
+the ownerReference as well, but not the name, which the worker holds — and it is neither
+counted as a worker (it would complete, fail, resize or restart a phase) nor ever deleted by
+Phased.
 
 Phased writes rank, world size, restart generation and attempt onto every worker pod and
 reads them back (a status write may be lost). Anyone who may edit pods in the job's
@@ -21,7 +24,8 @@ from dataclasses import dataclass
 
 from phased.api.v1alpha1 import MAX_GPUS_PER_NODE, MAX_NODES, GPUType, TrainingJobSpec
 from phased.core import labels
-from phased.core.model import PodInfo
+from phased.core.model import JobRef, PodInfo
+from phased.core.workers import pod_name
 
 # Bounds on numbers read back from pod labels, which anyone who may edit pods in the job's
 # namespace can rewrite: a restart a minute for two years, and pod names stay within 63.
@@ -29,9 +33,17 @@ MAX_GENERATION = 1_000_000
 MAX_ATTEMPT = 1_000_000
 
 
-def made_by_job(job_uid: str, pod: PodInfo) -> bool:
-    """``pod``'s controlling ownerReference names the job of ``job_uid`` (module docstring)."""
-    return bool(job_uid) and pod.controller == job_uid
+def made_by_job(job: JobRef, pod: PodInfo) -> bool:
+    """``pod``'s controlling ownerReference names ``job`` and its name is the one Phased
+    gives the worker its labels describe (module docstring)."""
+    if not job.uid or pod.controller != job.uid:
+        return False
+    rank = label_int(pod, labels.LABEL_RANK)
+    generation = label_int(pod, labels.LABEL_GENERATION)
+    attempt = label_int(pod, labels.LABEL_ATTEMPT) or 0
+    if rank is None or generation is None:
+        return False
+    return pod.name == pod_name(job, pod.phase_name, generation, rank, attempt)
 
 
 def label_int(pod: PodInfo, key: str) -> int | None:

@@ -243,23 +243,50 @@ def ahead_of(other: Claimant, me: Claimant) -> bool:
     return _line_key(other) < _line_key(me)
 
 
-def counted_once(claimants: Iterable[Claimant], free: Mapping[str, int]) -> dict[str, int]:
+def counted_once(
+    claimants: Iterable[Claimant], nodes: Sequence[NodeInfo], settings: Settings
+) -> dict[str, int]:
     """What ``claimants`` want of each type, each claimant counted on one type only: one
     waiting for any of several types publishes its need on each (``sizing._wanted_in_line``),
     and those are alternatives, not a sum. In line order, each is counted on the type where it
-    is nearest to being covered by the ``free`` nodes of the type less those counted for the
-    claimants before it (ties by type name): one that free nodes of a type cover is counted
-    there, and wants nothing of its other types."""
-    left = dict(free)
+    is nearest to being covered by the ``nodes`` (free ones, or spares a CPU phase would give
+    back) that *it* could run on (:func:`could_run_on`: its ``gpusPerNode`` and tolerations)
+    and no claimant before it was counted on (ties by type name): one that such nodes of a
+    type cover is counted there, and wants nothing of its other types. Nodes it could not run
+    on cover nothing of its need."""
+    used: set[str] = set()
     counted: dict[str, int] = {}
     for claimant in sorted(claimants, key=_line_key):
         wants = {k: n for k, n in sorted(claimant.wants.items()) if n > 0}
         if not wants:
             continue
-        key = min(wants, key=lambda k: max(0, wants[k] - left.get(k, 0)))
+        takes = {
+            k: [
+                n.name
+                for n in nodes
+                if n.name not in used and could_run_on(claimant, n, k, settings)
+            ]
+            for k in wants
+        }
+        key = min(wants, key=lambda k: max(0, wants[k] - len(takes[k])))
         counted[key] = counted.get(key, 0) + wants[key]
-        left[key] = max(0, left.get(key, 0) - wants[key])
+        used.update(takes[key][: wants[key]])
     return counted
+
+
+def could_run_on(claimant: Claimant, node: NodeInfo, type_key: str, settings: Settings) -> bool:
+    """``node``, whoever holds it now, is of a shape the phase ``claimant`` waits to start
+    could run on: Ready and schedulable, its type with the claimant's ``gpusPerNode``, and no
+    blocking taint its workers do not tolerate but Phased's own ownership taints (a spare a
+    CPU phase gives back loses them). For free nodes it is :func:`could_take`."""
+    tolerations = claimant.tolerations or ()
+    blocking = [t for t in untolerated(node, tolerations) if t.key not in labels.OWNERSHIP_TAINTS]
+    return (
+        node.ready
+        and not node.unschedulable
+        and not blocking
+        and matches(node, type_key, claimant.gpus_per_node or 0, settings)
+    )
 
 
 def waiting_shape(

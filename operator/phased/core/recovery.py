@@ -799,6 +799,8 @@ def _restart_vanished(draft: Draft, pods: list[PodInfo]) -> None:
         return
     world = draft.status.world_size
     losses = Losses({}, [], list(range(world)), [])
+    if _shrink_to_max(draft, pods, losses):
+        return  # the resize deleted them, its status write lost: not counted
     if not _count_restart(draft, False):
         return
     _charge_stop(draft, losses, pods)
@@ -976,6 +978,13 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
     as it would be without the resize. Raising ``max`` restarts nothing: the pool grows at
     the next start of a generation (a restart or the next phase).
 
+    Workers of the generation gone or being deleted (``losses.vanished``, every one of them
+    when called from :func:`_restart_vanished`) are taken as stopped by the resize itself:
+    the pass that restarted the gang for it deleted them and was cut short before its
+    status write (the operator killed, the write refused), so the next pass finds the old
+    generation still the running one, its workers gone. Counted, the resize became a
+    restart and a stop charged to the interruption budget whenever its write was lost.
+
     Not while the breaker holds failures (automatic action is paused and the workers on the
     held nodes are left alone: the resize happens once it clears or a person releases it),
     and not once a worker of the generation has succeeded (its work is done: a restart would
@@ -984,14 +993,15 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
     if draft.breaker_nodes or any(p.phase == PodPhase.SUCCEEDED for p in live(pods)):
         return False
     limit = draft.phase.nodes.max
-    # The workers' world-size labels, else the status's world size if it is this phase's
-    # (after a transition whose status write was lost, it is the previous phase's).
+    # The workers' world-size labels (those being deleted too), else the status's world size
+    # if it is this phase's (after a transition whose status write was lost, it is the
+    # previous phase's).
     same = draft.snap.status.phase == draft.phase.name
-    world = world_of(live(pods), draft.snap.status.world_size if same else 0, MAX_NODES)
+    world = world_of(pods, draft.snap.status.world_size if same else 0, MAX_NODES)
     if world <= limit:
         return False
     why = f"nodes.max lowered from {world} to {limit}"
-    if losses.restart_needed:
+    if losses.by_node or losses.failed:
         if not _count_restart(draft, _code_fault(draft, losses, pods)):
             return True
         _charge_stop(draft, losses, pods)

@@ -25,10 +25,15 @@ trains (none Running with all its peers: every create refused, or the ones that 
 waiting for peers that were not), the job stops those workers, releases its active nodes and
 spares, and waits out of line for ``pendingGrace`` (``WorkersRefused`` False, reason
 ``PoolReturned``, with one Warning event ``PoolReturned``); then it forms its pool again and
-tries once more. Before, a job whose namespace refused its workers (a quota spent, a webhook
-denying them) held its nodes idle for as long as the refusal lasted, however long. Everything
-it needs is in the status: the condition's transition is when the refusal began, and then
-when the pool was given back; a pass killed mid-way gives back the rest at the next.
+tries once more. Before, a job whose namespace refused its workers (a quota spent, a
+webhook denying them) held its nodes idle for as long as the refusal lasted, however long.
+Each give-back in a row doubles the wait, to at most eight ``pendingGrace``
+(:func:`returned_wait`; ``status.poolReturns`` counts them, 0 again once the creates land):
+before, the wait was ``pendingGrace`` every time, and a namespace refusing for days made the
+job claim, hold idle and give back nodes from the line every other ``pendingGrace``.
+Everything it needs is in the status: the condition's transition is when the refusal began,
+and then when the pool was given back (``poolReturns``: for how long); a pass killed mid-way
+gives back the rest at the next.
 
 The workers that did get created meanwhile may fail at the rendezvous timeout, waiting for the
 ranks refused: such a restart is counted, but not to ``restartBudget`` — it is the namespace's
@@ -50,6 +55,7 @@ from phased.core.times import format_time, parse_time
 REASON = "WorkersRefused"
 RETURNED = "PoolReturned"  # WorkersRefused's reason while the job waits to try again
 _MESSAGE_LIMIT = 600
+_MOST_GRACES = 8  # the longest wait after a give-back, in pendingGraces
 
 
 def refused(
@@ -85,12 +91,14 @@ def give_back_refused(draft: Draft) -> bool:
     if cond is None or since is None:
         return False
     grace = parse_duration(draft.spec.failure_policy.pending_grace)
-    left = grace - (draft.now - since).total_seconds()
+    elapsed = (draft.now - since).total_seconds()
+    left = grace - elapsed
     if cond.status == "False" and cond.reason == RETURNED:
-        if left <= 0:
+        out = returned_wait(grace, draft.status.pool_returns) - elapsed
+        if out <= 0:
             return False  # tried again: the pool is formed as for any waiting job
         _release_pool(draft)  # a pass killed while giving it back, or a node come back
-        _wait(draft, left)
+        _wait(draft, out)
         return True
     if cond.status != "True" or left > 0 or _training(draft) or not _pool(draft):
         if cond.status == "True" and left > 0:
@@ -99,7 +107,10 @@ def give_back_refused(draft: Draft) -> bool:
     held = len(_pool(draft))
     stopped = _stop_workers(draft)
     _release_pool(draft)
-    again = format_time(draft.now + timedelta(seconds=grace))
+    returns = draft.status.pool_returns + 1
+    wait = returned_wait(grace, returns)
+    draft.set(pool_returns=returns)
+    again = format_time(draft.now + timedelta(seconds=wait))
     message = (
         f"the API server refused the job's workers for {draft.spec.failure_policy.pending_grace}"
         f" ({cond.message}): its {held} node(s) were given back"
@@ -108,8 +119,16 @@ def give_back_refused(draft: Draft) -> bool:
     )
     draft.condition(ConditionType.WORKERS_REFUSED, False, RETURNED, message)
     draft.event(WARNING, RETURNED, message)
-    _wait(draft, grace)
+    _wait(draft, wait)
     return True
+
+
+def returned_wait(grace: float, returns: int) -> float:
+    """How long a job waits out of line after its pool was given back for the ``returns``-th
+    time in a row (``status.poolReturns``): ``pendingGrace``, doubling with each give-back
+    to at most ``_MOST_GRACES`` times it, so a namespace refusing for days does not make the
+    job claim nodes from the line, fail and give them back every ``pendingGrace``."""
+    return grace * min(1 << min(max(returns - 1, 0), _MOST_GRACES), _MOST_GRACES)
 
 
 def returned_message(draft: Draft) -> str | None:
@@ -120,7 +139,8 @@ def returned_message(draft: Draft) -> str | None:
         return None
     since = parse_time(cond.last_transition_time)
     grace = parse_duration(draft.spec.failure_policy.pending_grace)
-    if since is None or (draft.now - since).total_seconds() >= grace:
+    wait = returned_wait(grace, draft.status.pool_returns)
+    if since is None or (draft.now - since).total_seconds() >= wait:
         return None
     return cond.message
 

@@ -85,7 +85,7 @@ from phased.core.model import (
     SetNodeRole,
 )
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, leaving
-from phased.core.ownership import Kind, LeftAlone, ownership
+from phased.core.ownership import Kind, LeftAlone, marks, ownership
 from phased.core.phases import (
     ENDED,
     fail,
@@ -102,6 +102,7 @@ from phased.core.pools import (
     ahead_of,
     anchors_for,
     choose_type,
+    could_run_on,
     counted_once,
     farthest_first,
     fits,
@@ -319,32 +320,35 @@ def _gpu_wanted(
     """How many nodes of each GPU type the other jobs waiting in line want (those ahead of
     ``me``; ``None``: whatever their place), each counted once
     (:func:`phased.core.pools.counted_once`): one waiting for any of several types, whose
-    need is published on each, wants nothing more of the others once free nodes of one cover
-    it, else it counts where it is nearest to being covered. The free nodes are the unheld
-    ones free of any taint, and ``free`` (candidates the CPU phase tolerates, or the spares
-    it would give back), but for those ``taken``."""
+    need is published on each, wants nothing more of the others once free nodes of one that
+    it could run on cover it (its ``gpusPerNode``, its workers' tolerations), else it counts
+    where it is nearest to being covered. The free nodes are the unheld unmarked ones and
+    ``free`` (candidates the CPU phase tolerates, or the spares it would give back), but for
+    those ``taken``."""
+    claimants = _waiting_gpu(draft, me)
+    if not claimants:
+        return {}
+    names = {n.name for n in (*free, *taken)}
+    idle = [*free, *(n for n in _unheld(draft) if n.name not in names and not marks(n))]
+    return counted_once(claimants, idle, draft.settings)
+
+
+def _waiting_gpu(draft: Draft, me: Claimant | None) -> list[Claimant]:
+    """The other jobs waiting in line for something (ahead of ``me``; ``None``: all)."""
     uid = draft.snap.job.uid
-    claimants = [
+    return [
         c
         for c in draft.snap.waiting
         if c.uid != uid and (me is None or ahead_of(c, me)) and any(c.wants.values())
     ]
-    if not claimants:
-        return {}
-    names = {n.name for n in (*free, *taken)}
-    idle = [*free, *(n for n in _unheld(draft) if n.name not in names and is_free(n, ()))]
-    counts = {
-        gpu.value: sum(1 for n in idle if has_type_labels(n, gpu.value, draft.settings))
-        for gpu in draft.settings.gpu_types
-    }
-    return counted_once(claimants, counts)
 
 
 def _gpu_spares_wanted(draft: Draft) -> list[NodeInfo]:
     """The GPU nodes a CPU phase allowed them holds as spares that waiting GPU jobs want
     beyond the free nodes of their type: per GPU type, as many as they want of it (each
     counted once: :func:`_gpu_wanted`, on the type where the free nodes and these spares
-    come nearest to covering it) less those free, the farthest from the pool first. A
+    that it could run on come nearest to covering it) less the free ones that a job counted
+    there could run on, the farthest from the pool first. A
     spare runs no worker, so giving it back stops nothing; held, it is GPU-hours paid for CPU
     insurance while the GPU job waits for it (its place in line does not matter, as for the
     refill: :func:`_kept_for_gpu_jobs`)."""
@@ -354,13 +358,21 @@ def _gpu_spares_wanted(draft: Draft) -> list[NodeInfo]:
     wanted = _gpu_wanted(draft, None, spares)
     if not wanted:
         return []
-    unheld = [n for n in _unheld(draft) if is_free(n, ())]
+    claimants = _waiting_gpu(draft, None)
+    unheld = [n for n in _unheld(draft) if not marks(n)]
     given: list[NodeInfo] = []
     for gpu in draft.settings.gpu_types:
         want = wanted.get(gpu.value, 0)
         if want <= 0:
             continue
-        free = sum(1 for n in unheld if has_type_labels(n, gpu.value, draft.settings))
+        free = sum(
+            1
+            for n in unheld
+            if any(
+                c.wants.get(gpu.value, 0) > 0 and could_run_on(c, n, gpu.value, draft.settings)
+                for c in claimants
+            )
+        )
         mine = [n for n in spares if has_type_labels(n, gpu.value, draft.settings)]
         ordered = farthest_first(mine, draft.held(NodeRole.ACTIVE))
         given += ordered[: max(0, want - free)]

@@ -6,7 +6,9 @@ own), and the workers carry the matching toleration in their template. A node wh
 NoSchedule and NoExecute taints are all tolerated by the phase's workers can take a worker;
 one with a taint they do not tolerate cannot (the scheduler would leave the worker Pending).
 A toleration of a NoExecute taint bounded by ``tolerationSeconds`` does not count: the
-worker would be evicted once it runs out.
+worker would be evicted once it runs out. Nor does any toleration of the taint an autoscaler
+puts on a node it is about to delete (:data:`DELETION_TAINTS`): the node goes whatever its
+pods tolerate, so it can take no worker, not even one that tolerates every taint.
 """
 
 from __future__ import annotations
@@ -22,12 +24,20 @@ BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 # unschedulable for a cordon): they come and go with the node's health, which failure
 # handling judges, and are no one's decision about the node.
 CONDITION_TAINTS = "node.kubernetes.io/"
+# Taints an autoscaler puts on a node it is about to delete (drain, then delete): the cluster
+# autoscaler's, Karpenter's (v1), and Karpenter's before v1. No toleration keeps the node.
+DELETION_TAINTS = frozenset(
+    {"ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption"}
+)
 
 Toleration = Mapping[str, Any]
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """``toleration`` (a pod spec's, as written) tolerates ``taint`` for good."""
+    """``toleration`` (a pod spec's, as written) tolerates ``taint`` for good (never a
+    taint that says the node is about to be deleted: :data:`DELETION_TAINTS`)."""
+    if taint.key in DELETION_TAINTS:
+        return False
     effect = toleration.get("effect") or ""
     if effect and effect != taint.effect:
         return False
