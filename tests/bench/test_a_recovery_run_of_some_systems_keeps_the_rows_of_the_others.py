@@ -84,6 +84,18 @@ def test_rows_say_never_when_no_trial_recovered_and_ratios_read_the_phased_media
     assert recovery.ratio_to(float("nan"), 24.0) == ""
 
 
+def _args(grace: int) -> SimpleNamespace:
+    """The command line of a run of 3 trials a cell at ``grace``."""
+    return SimpleNamespace(
+        no_write=False,
+        trials=3,
+        never_after=480.0,
+        phased_never_after=120.0,
+        vanilla_jobs=56,
+        grace=grace,
+    )
+
+
 def test_a_kueue_only_run_writes_a_section_with_the_earlier_phased_and_tuned_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -96,14 +108,7 @@ def test_a_kueue_only_run_writes_a_section_with_the_earlier_phased_and_tuned_row
     monkeypatch.setattr(
         recovery, "write_section", lambda key, title, body, details=None: written.update(b=body)
     )
-    args = SimpleNamespace(
-        no_write=False,
-        trials=3,
-        never_after=480.0,
-        phased_never_after=120.0,
-        vanilla_jobs=56,
-        grace=recovery.GRACE_S,
-    )
+    args = _args(recovery.GRACE_S)
     results = {"kueue": [_trial("kueue", "not-ready", v) for v in (22.0, 24.0, 23.0)]}
     recovery.write_report(
         args, ["kueue"], ["not-ready"], results, {"kueue": "560 nodes, 8 min"}, 0.0, "load"
@@ -141,14 +146,7 @@ def test_a_run_at_another_grace_keeps_to_its_own_section_and_says_the_grace(
         "write_section",
         lambda key, title, body, details=None: written.update({key: (title, body)}),
     )
-    args = SimpleNamespace(
-        no_write=False,
-        trials=3,
-        never_after=480.0,
-        phased_never_after=120.0,
-        vanilla_jobs=56,
-        grace=2,
-    )
+    args = _args(2)
     results = {"kueue": [_trial("kueue", "not-ready", v) for v in (12.0, 14.0, 13.0)]}
     recovery.write_report(
         args, ["kueue"], ["not-ready"], results, {"kueue": "560 nodes, 8 min"}, 0.0, "load"

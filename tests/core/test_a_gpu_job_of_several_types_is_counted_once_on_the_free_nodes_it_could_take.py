@@ -6,6 +6,7 @@ node of a type counted, so a CPU phase allowed GPU nodes, told that free H100 no
 few GPUs covered the GPU job, took as spares (or kept) the H200 nodes the job waited for."""
 
 from datetime import timedelta
+from typing import Any
 
 from phased.api.v1alpha1 import JobState, NodeRole
 from phased.core.model import Claimant, Taint
@@ -38,31 +39,29 @@ def _running_prep(spares: tuple[str, ...] = ()) -> Cluster:
     return cluster
 
 
-def test_free_nodes_with_too_few_gpus_for_it_do_not_cover_it() -> None:
+def _spares_beside_h200_nodes(**h100: Any) -> list[str]:
+    """The CPU phase's spares once two H100 nodes made with ``h100`` and two H200 nodes of 8
+    GPUs are free and the GPU job waits for either type."""
     cluster = _running_prep()
-    # Two H100 nodes of 4 GPUs (the GPU job needs 8 per node), two H200 nodes of 8.
     for name in ("h00", "h01"):
-        cluster.nodes[name] = node(name, gpu="H100", gpus=4)
+        cluster.nodes[name] = node(name, gpu="H100", **h100)
     for name in ("k00", "k01"):
         cluster.nodes[name] = node(name, gpu="H200")
     cluster.waiting = (_either(),)
     cluster.advance(30)
     cluster.settle()
-    # Only the H200 nodes can start it: they are kept from the CPU phase.
-    assert cluster.held(NodeRole.SPARE) == ["h00", "h01"]
+    return cluster.held(NodeRole.SPARE)
+
+
+def test_free_nodes_with_too_few_gpus_for_it_do_not_cover_it() -> None:
+    # H100 nodes of 4 GPUs (the GPU job needs 8 per node): only the H200 nodes can start
+    # it, and they are kept from the CPU phase.
+    assert _spares_beside_h200_nodes(gpus=4) == ["h00", "h01"]
 
 
 def test_free_nodes_tainted_against_it_do_not_cover_it() -> None:
-    cluster = _running_prep()
-    # Two H100 nodes dedicated to a team the CPU phase belongs to, not the GPU job.
-    for name in ("h00", "h01"):
-        cluster.nodes[name] = node(name, gpu="H100", taints=(TEAM,))
-    for name in ("k00", "k01"):
-        cluster.nodes[name] = node(name, gpu="H200")
-    cluster.waiting = (_either(),)
-    cluster.advance(30)
-    cluster.settle()
-    assert cluster.held(NodeRole.SPARE) == ["h00", "h01"]
+    # H100 nodes dedicated to a team the CPU phase belongs to, not the GPU job.
+    assert _spares_beside_h200_nodes(taints=(TEAM,)) == ["h00", "h01"]
 
 
 def test_the_spares_it_needs_go_back_though_nodes_it_cannot_use_are_free() -> None:
