@@ -24,7 +24,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -686,15 +686,22 @@ class Reconciler:
 
     async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
         events = [a for a in plan.actions if isinstance(a, EmitEvent)]
-        for action in plan.actions:
-            if isinstance(action, EmitEvent):
-                continue
-            try:
-                await self._perform(entry, action, now)
-            except KubeError as exc:
-                if isinstance(action, _IN_NAMESPACE) and exc.status in _REFUSED:
-                    raise _Refused(exc) from exc
-                raise
+        for batch in batches(plan.actions):
+            # Every request of a batch is awaited before an error stops the plan: none is
+            # left in flight when the pass ends. The first error in the plan's order counts.
+            results = await asyncio.gather(
+                *(self._perform(entry, action, now) for action in batch), return_exceptions=True
+            )
+            for action, result in zip(batch, results, strict=True):
+                if not isinstance(result, BaseException):
+                    continue
+                if (
+                    isinstance(result, KubeError)
+                    and isinstance(action, _IN_NAMESPACE)
+                    and result.status in _REFUSED
+                ):
+                    raise _Refused(result) from result
+                raise result
         for event in events:
             if event.reason in _REPEATING:
                 key = (entry.ref.uid, event.reason, event.message)
@@ -1087,6 +1094,36 @@ class Reconciler:
                 entry.timer.cancel()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
+    """A plan's actions (its events aside) as they are sent: each batch at once, one batch
+    after another, in the plan's order.
+
+    Actions go one at a time, except a run of pod deletions next to each other in the plan,
+    sent at once (they do not depend on one another, and a new generation waits until every
+    one is gone), and a run of pod creations, sent in batches of 1, 2, 4, ... as the
+    ReplicaSet and Job controllers create pods ("slow start"): one create refused by the
+    namespace (a quota, a webhook) stops the run after one request, not after a gang's worth
+    of them, and a gang of 100 workers is asked for in 7 round trips, not 100."""
+    acts = [a for a in actions if not isinstance(a, EmitEvent)]
+    start = 0
+    while start < len(acts):
+        kind = type(acts[start])
+        end = start
+        while end < len(acts) and type(acts[end]) is kind:
+            end += 1
+        run = acts[start:end]
+        if kind is DeletePod:
+            yield tuple(run)
+        elif kind is CreatePod:
+            size, at = 1, 0
+            while at < len(run):
+                yield tuple(run[at : at + size])
+                at, size = at + size, size * 2
+        else:
+            yield from ((a,) for a in run)
+        start = end
 
 
 def _settle(task: asyncio.Future[Any]) -> None:

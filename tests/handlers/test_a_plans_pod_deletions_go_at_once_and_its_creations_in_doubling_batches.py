@@ -1,0 +1,168 @@
+"""A plan's pod deletions are sent at once, its pod creations in batches of 1, 2, 4, ...
+
+One request after another, a lost node's answer was a request per survivor of the gang to
+delete before the pass could end, and the new generation waits until every one is gone: at
+5,000 nodes and an API server under load, each round trip is tens of milliseconds. The
+creations go as the ReplicaSet and Job controllers send theirs ("slow start"): one create
+refused by the namespace stops the run after one request, and a gang is asked for in a few
+round trips. Every request of a batch is awaited before an error stops the plan, and the
+first error in the plan's order is the one that counts (a refusal is said on the job)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from phased.api.v1alpha1 import NodeRole, TrainingJobStatus
+from phased.core.model import (
+    Action,
+    CreatePod,
+    DeletePod,
+    EmitEvent,
+    Plan,
+    QuarantineNode,
+    SetNodeRole,
+)
+from phased.core.settings import Settings
+from phased.kube.client import Forbidden, KubeClient, KubeError
+from phased.reconcile import JobEntry, Reconciler, _Refused, batches, job_ref_from_raw
+from tests.kube.test_the_client_retries_transient_failures_and_nothing_else import FakeApi
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+RAW = {
+    "apiVersion": "phased.dev/v1alpha1",
+    "kind": "TrainingJob",
+    "metadata": {"name": "llm", "namespace": "ml", "uid": "u1", "resourceVersion": "5"},
+    "spec": {},
+}
+
+
+def _create(rank: int) -> CreatePod:
+    return CreatePod(manifest={"metadata": {"name": f"llm-train-g1-r{rank}"}})
+
+
+def _swap(survivors: int, workers: int) -> tuple[Action, ...]:
+    """A failed node's answer as decide plans it: quarantine, promote, delete the survivors
+    (one event between them), then, in a later pass, create the new generation."""
+    return (
+        QuarantineNode("n0", "NodeNotReady", "not ready", NOW, NOW),
+        SetNodeRole("s0", NodeRole.ACTIVE, replaces="n0"),
+        *(DeletePod(f"llm-train-g0-r{i}") for i in range(survivors // 2)),
+        EmitEvent("Normal", "SpareSwapped", "s0 replaces n0"),
+        *(DeletePod(f"llm-train-g0-r{i}") for i in range(survivors // 2, survivors)),
+        *(_create(r) for r in range(workers)),
+    )
+
+
+def test_deletions_next_to_each_other_go_as_one_batch_and_creations_double() -> None:
+    sizes = [(type(b[0]).__name__, len(b)) for b in batches(_swap(survivors=7, workers=12))]
+    assert sizes == [
+        ("QuarantineNode", 1),
+        ("SetNodeRole", 1),
+        ("DeletePod", 7),  # an event between them does not split them: events go last
+        ("CreatePod", 1),
+        ("CreatePod", 2),
+        ("CreatePod", 4),
+        ("CreatePod", 5),
+    ]
+    # Runs are kept in the plan's order; a run of another kind between them splits them.
+    split = (DeletePod("a"), SetNodeRole("s", NodeRole.ACTIVE), DeletePod("b"), DeletePod("c"))
+    assert [len(b) for b in batches(split)] == [1, 1, 2]
+    sent = [a for b in batches(_swap(7, 12)) for a in b]
+    assert sent == [a for a in _swap(7, 12) if not isinstance(a, EmitEvent)]
+
+
+class _Api:
+    """The pass's requests, recorded with how many were in flight; errors by pod name."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.batches: list[list[str]] = []  # pods sent while others of the batch were out
+        self.sent: list[str] = []
+        self.errors: dict[str, KubeError] = {}
+
+    async def _request(self, name: str) -> None:
+        if self.in_flight == 0:
+            self.batches.append([])
+        self.in_flight += 1
+        self.batches[-1].append(name)
+        self.sent.append(name)
+        try:
+            for _ in range(3):  # stay out long enough for the rest of a batch to be sent
+                await asyncio.sleep(0)
+            if name in self.errors:
+                raise self.errors[name]
+        finally:
+            self.in_flight -= 1
+
+    async def delete(self, namespace: str, name: str, **_: Any) -> None:
+        await self._request(name)
+
+    async def create(self, namespace: str, manifest: dict[str, Any]) -> bool:
+        await self._request(manifest["metadata"]["name"])
+        return True
+
+    async def node(self, *_: Any, **__: Any) -> None:
+        await self._request("node")
+
+    async def post(self, *_: Any) -> None:
+        return None
+
+
+def _act(monkeypatch: pytest.MonkeyPatch, actions: tuple[Action, ...], api: _Api) -> None:
+    rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
+    entry = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
+    rec.jobs["u1"] = entry
+    monkeypatch.setattr(rec.pod_verbs, "delete", api.delete)
+    monkeypatch.setattr(rec.pod_verbs, "create", api.create)
+    monkeypatch.setattr(rec.node_verbs, "quarantine", api.node)
+    monkeypatch.setattr(rec.node_verbs, "set_role", api.node)
+    monkeypatch.setattr(rec.event_verbs, "post", api.post)
+    plan = Plan(actions=actions, status=TrainingJobStatus())
+    asyncio.run(rec._act(entry, plan, NOW))
+
+
+def test_the_survivors_are_deleted_at_once_and_the_new_workers_created_in_doubling_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = _Api()
+    _act(monkeypatch, _swap(survivors=7, workers=8), api)
+    assert [len(b) for b in api.batches] == [1, 1, 7, 1, 2, 4, 1]
+    assert api.batches[2] == [f"llm-train-g0-r{i}" for i in range(7)]
+    assert api.batches[3:] == [
+        ["llm-train-g1-r0"],
+        ["llm-train-g1-r1", "llm-train-g1-r2"],
+        [f"llm-train-g1-r{r}" for r in range(3, 7)],
+        ["llm-train-g1-r7"],
+    ]
+
+
+def test_a_refused_create_stops_the_run_once_its_batch_is_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = _Api()
+    quota = Forbidden(403, "Forbidden", "exceeded quota", "create", "pods")
+    api.errors["llm-train-g1-r2"] = quota
+    with pytest.raises(_Refused) as refused:
+        _act(monkeypatch, tuple(_create(r) for r in range(8)), api)
+    assert refused.value.error is quota
+    # r1 and r2 went together; nothing after their batch was asked for
+    assert api.sent == ["llm-train-g1-r0", "llm-train-g1-r1", "llm-train-g1-r2"]
+    assert api.in_flight == 0
+
+
+def test_a_failed_delete_stops_the_plan_after_every_delete_of_its_batch_is_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = _Api()
+    first = KubeError(500, "InternalError", "etcd timeout", "delete", "pods")
+    api.errors["llm-train-g0-r1"] = first
+    api.errors["llm-train-g0-r4"] = KubeError(500, "InternalError", "later", "delete", "pods")
+    with pytest.raises(KubeError) as failed:
+        _act(monkeypatch, _swap(survivors=6, workers=2), api)
+    assert failed.value is first  # the first in the plan's order, not the first to come back
+    assert api.sent[2:] == [f"llm-train-g0-r{i}" for i in range(6)]  # no create was sent
+    assert api.in_flight == 0
