@@ -33,6 +33,7 @@ JOB_UID, JOB, JOB_NS = "phased.dev/job-uid", "phased.dev/job", "phased.dev/job-n
 ROLE, INST = "phased.dev/role", "phased.dev/installation"
 CLAIMED_AT = "phased.dev/claimed-at"
 MARKS = (JOB_UID, JOB, JOB_NS, ROLE, INST)
+GUARDS = ("cluster-autoscaler.kubernetes.io/scale-down-disabled", "karpenter.sh/do-not-disrupt")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +58,10 @@ def _label(core: Any, node: str, values: dict[str, str | None]) -> None:
 
 def _labels(core: Any, node: str) -> dict[str, str]:
     return dict(core.read_node(node).metadata.labels or {})
+
+
+def _annotations(core: Any, node: str) -> dict[str, str]:
+    return dict(core.read_node(node).metadata.annotations or {})
 
 
 def _events(core: Any, namespace: str, reason: str) -> list[str]:
@@ -111,6 +116,7 @@ def test_marked_and_occupied_nodes_are_never_claimed(
         _label(core, other, dict(theirs))
         core.create_namespaced_pod(tenant, lib.sim_pod("web", node_name=busy))
         lib.wait_pod_phase(core, tenant, "web", "Running")
+        found = _annotations(core, free)
         apply(kubectl, namespace, _job("greedy", "Ascend910B", 1, 4))
         uid = get_job(kubectl, namespace, "greedy")["metadata"]["uid"]
 
@@ -126,6 +132,8 @@ def test_marked_and_occupied_nodes_are_never_claimed(
         assert {k: v for k, v in _labels(core, other).items() if k in MARKS} == theirs
         assert not any(k in MARKS for k in _labels(core, busy))
         assert _labels(core, free)[INST] == INSTALLATION
+        held = _annotations(core, free)  # kept from the cluster autoscalers while held
+        assert [held.get(k) for k in GUARDS] == ["true", "true"]
         said = lib.wait_until(
             lambda: _events(core, namespace, "NodesLeftAlone"), 30, message="NodesLeftAlone"
         )
@@ -143,6 +151,7 @@ def test_marked_and_occupied_nodes_are_never_claimed(
 
         lib.wait_until(counted, 40, message="phased_nodes_left_alone by reason")
         _delete_job(kubectl, core, namespace, "greedy", uid)
+        assert _annotations(core, free) == found  # given back as it was found
     finally:
         _label(core, hand, dict.fromkeys(by_hand))
         _label(core, other, dict.fromkeys(theirs))

@@ -74,6 +74,8 @@ def test_a_claim_writes_the_whole_set_of_marks_with_the_installation() -> None:
     assert meta["annotations"] == {
         labels.ANNOTATION_CLAIMED_AT: "2026-03-01T12:00:00Z",
         labels.ANNOTATION_CLEARING: "2026-03-01T12:00:00Z",
+        **dict.fromkeys(labels.SCALE_DOWN_GUARDS, "true"),  # kept from the autoscalers
+        labels.ANNOTATION_GUARDS: ",".join(labels.SCALE_DOWN_GUARDS),
     }
 
 

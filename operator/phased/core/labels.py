@@ -29,6 +29,17 @@ ANNOTATION_CLEARING = f"{PREFIX}/clearing-since"
 # entry rebuilt after a lost status write still knows its replacement.
 ANNOTATION_REPLACES = f"{PREFIX}/replaces"
 
+# What cluster autoscalers read as "do not remove this node": Cluster Autoscaler's
+# scale-down-disabled and Karpenter's do-not-disrupt, each "true". Phased writes those a held
+# node lacks, and names the ones it wrote in ANNOTATION_GUARDS (comma-separated), so that a
+# release takes away only those: a guard an admin had set stays. Neither is an ownership
+# mark.
+SCALE_DOWN_GUARDS = (
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+    "karpenter.sh/do-not-disrupt",
+)
+ANNOTATION_GUARDS = f"{PREFIX}/scale-down-guards"
+
 # On TrainingJobs, set by a person (``phased proceed``): an RFC 3339 time at or after the
 # breaker tripped releases it once (see phased.core.failure).
 ANNOTATION_PROCEED = f"{PREFIX}/proceed-after-mass-failure"

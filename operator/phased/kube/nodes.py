@@ -79,6 +79,36 @@ def _cordoned_before(node: JSON) -> bool:
     return note is not None and note.cordoned_before
 
 
+def _guards(node: JSON) -> dict[str, str]:
+    """The annotations that keep cluster autoscalers from removing a node the job holds:
+    each guard the node lacks ("true"), and the record of every guard Phased wrote on it.
+    Empty when it has them all. A held spare runs no pod but DaemonSets', so Cluster
+    Autoscaler and Karpenter take it for an empty node and remove it within minutes: the
+    job's spares would quietly go, and their refills after them."""
+    notes = _annotations(node)
+    lacking = [key for key in labels.SCALE_DOWN_GUARDS if key not in notes]
+    if not lacking:
+        return {}
+    written = {*_guards_written(node), *lacking}
+    record = ",".join(key for key in labels.SCALE_DOWN_GUARDS if key in written)
+    return {**dict.fromkeys(lacking, "true"), labels.ANNOTATION_GUARDS: record}
+
+
+def _guards_written(node: JSON) -> list[str]:
+    recorded = _annotations(node).get(labels.ANNOTATION_GUARDS) or ""
+    return [key for key in recorded.split(",") if key in labels.SCALE_DOWN_GUARDS]
+
+
+def _unguard(node: JSON) -> dict[str, None]:
+    """The annotations a release takes away: the guards Phased wrote, as it wrote them (one
+    a person has set to another value since is theirs now), and the record."""
+    notes = _annotations(node)
+    out: dict[str, None] = {key: None for key in _guards_written(node) if notes.get(key) == "true"}
+    if labels.ANNOTATION_GUARDS in notes:
+        out[labels.ANNOTATION_GUARDS] = None
+    return out
+
+
 def _without(taints: list[JSON], *keys: str) -> list[JSON]:
     return [t for t in taints if t.get("key") not in keys]
 
@@ -237,18 +267,21 @@ class NodeVerbs:
         def mutate(node: JSON) -> JSON | None:
             seen[:] = [node]
             if self._held(node, job):
-                return (
-                    None
-                    if _labels(node).get(labels.LABEL_ROLE) == role.value
-                    else {"metadata": {"labels": {labels.LABEL_ROLE: role.value, **self._mine()}}}
-                )
+                if _labels(node).get(labels.LABEL_ROLE) == role.value and not _guards(node):
+                    return None
+                return {
+                    "metadata": {
+                        "labels": {labels.LABEL_ROLE: role.value, **self._mine()},
+                        "annotations": _guards(node),
+                    }
+                }
             if not is_claimable(node):
                 return None
             if resource_version and node["metadata"]["resourceVersion"] != resource_version:
                 # Changed since the decision: let the next reconcile judge it afresh.
                 return None
             taints = _role_taints(_taints(node), job.uid, role, spare_taint)
-            annotations = {labels.ANNOTATION_CLAIMED_AT: _iso(now)}
+            annotations = {labels.ANNOTATION_CLAIMED_AT: _iso(now), **_guards(node)}
             if clearing and role == NodeRole.ACTIVE:
                 annotations[labels.ANNOTATION_CLEARING] = _iso(now)
             if replaces is not None:
@@ -291,9 +324,10 @@ class NodeVerbs:
             taints = _role_taints(_taints(node), job.uid, role, spare_taint)
             note = _annotations(node).get(labels.ANNOTATION_REPLACES)
             was = _labels(node).get(labels.LABEL_ROLE)
-            if was == role.value and taints == _taints(node) and note == replaces:
+            guards = _guards(node)
+            if was == role.value and taints == _taints(node) and note == replaces and not guards:
                 return None
-            annotations: dict[str, str | None] = {}
+            annotations: dict[str, str | None] = {**guards}
             if role == NodeRole.ACTIVE and was != role.value and now is not None:
                 annotations[labels.ANNOTATION_CLEARING] = _iso(now)
             elif role != NodeRole.ACTIVE and labels.ANNOTATION_CLEARING in _annotations(node):
@@ -333,9 +367,11 @@ class NodeVerbs:
                 "spec": {"taints": _without(_taints(node), labels.TAINT_POOL, labels.TAINT_SPARE)},
             }
             if role != NodeRole.QUARANTINED.value:
-                # A quarantined node stays cordoned and marked until a person releases it.
+                # A quarantined node stays cordoned and marked until a person releases it,
+                # and kept from the autoscalers till then (a broken node held for a person).
                 patch["metadata"]["labels"][labels.LABEL_ROLE] = None
                 patch["metadata"]["labels"][labels.LABEL_INSTALLATION] = None
+                patch["metadata"]["annotations"].update(_unguard(node))
             return patch
 
         return await self._update(name, mutate) is not None
@@ -356,6 +392,7 @@ class NodeVerbs:
                     "annotations": {
                         labels.ANNOTATION_QUARANTINE: _over_a_cordon(node, annotation),
                         labels.ANNOTATION_CLEARING: None,
+                        **_guards(node),
                     },
                 },
                 "spec": {"unschedulable": True, "taints": taints},
@@ -375,7 +412,7 @@ class NodeVerbs:
             return {
                 "metadata": {
                     "labels": {labels.LABEL_ROLE: role.value, **self._mine()},
-                    "annotations": {labels.ANNOTATION_QUARANTINE: None},
+                    "annotations": {labels.ANNOTATION_QUARANTINE: None, **_guards(node)},
                 },
                 "spec": spec,
             }
@@ -403,7 +440,10 @@ class NodeVerbs:
             return {
                 "metadata": {
                     "labels": dict.fromkeys(labels.OWNERSHIP_LABELS),
-                    "annotations": dict.fromkeys(labels.OWNERSHIP_ANNOTATIONS),
+                    "annotations": {
+                        **dict.fromkeys(labels.OWNERSHIP_ANNOTATIONS),
+                        **_unguard(node),
+                    },
                 },
                 "spec": {
                     "unschedulable": None,
