@@ -736,6 +736,9 @@ def tend_generation(draft: Draft) -> None:
         # the creates of the generation answering a failure costs one restart more.
         losses.vanished.extend(losses.missing)
         losses.missing.clear()
+    if losses.missing and _remade(draft, pods):
+        _restart_uncreated(draft, losses.missing)
+        return
     if losses.missing:
         replace_ranks(draft, pods, losses.missing, world, made=False)
     if not losses.restart_needed:
@@ -805,6 +808,25 @@ def _restart_vanished(draft: Draft, pods: list[PodInfo]) -> None:
         return
     _charge_stop(draft, losses, pods)
     gang_restart(draft, f"every worker of generation {gen} is gone")
+
+
+def _restart_uncreated(draft: Draft, missing: list[int]) -> None:
+    """Ranks of the generation never created (a crash between its creates, or creates the
+    API server refused) while the running phase's worker was edited since its peers were
+    made (:func:`_remade`): made now, they would run the edit beside peers that do not — a
+    gang of two templates (another image; with a new ``launcher.port``, a rendezvous
+    endpoint nobody listens on). The gang restarts instead, every rank from the edit. Its
+    peers never trained (they wait at the rendezvous for the ranks missing), so the restart
+    is counted in ``restarts`` only: not the restart budget, no stop charged, no ledger
+    entry — as a start made again from an edit (:mod:`phased.core.starts`)."""
+    _count_restart(draft, False)
+    gang_restart(
+        draft,
+        f"rank(s) {', '.join(map(str, missing))} of generation "
+        f"{draft.status.restart_generation} were never created, and phase "
+        f"{draft.phase.name}'s worker was edited since its peers were made: every rank "
+        "starts again from the edit",
+    )
 
 
 def _succeeded(pods: list[PodInfo]) -> list[int]:
