@@ -30,7 +30,8 @@ sum, so it keeps nothing from a job behind it when free nodes of another of its 
 (:func:`kept_for_ahead`), and is counted once where needs are added up per type
 (:func:`counted_once`). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
-they ran with; growing beyond it, they take only what the jobs ahead leave.
+they ran with; growing beyond it, they take only what the jobs ahead leave. A spare refill
+leaves a job ahead the free nodes that would admit it now (:func:`starting_now`).
 """
 
 from __future__ import annotations
@@ -369,6 +370,39 @@ def kept_for_ahead(
             kept.add(node.name)
             need -= 1
     return kept
+
+
+def starting_now(
+    me: Claimant, waiting: Iterable[Claimant], free: Sequence[NodeInfo], settings: Settings
+) -> list[Claimant]:
+    """The waiting jobs ahead of ``me`` that the ``free`` nodes would admit now, in line
+    order: the free nodes of one of the types each wants that it could take
+    (:func:`could_take`), less those the jobs before it in line could take (each job
+    ahead counts its need on the first type that covers it, or on every type it wants when
+    none does, as the line keeps it there), reach its need. A running generation's spare
+    refill leaves them their nodes: their own pass, woken by the same nodes, takes them."""
+    ahead = sorted(
+        (
+            c
+            for c in waiting
+            if c.uid != me.uid and ahead_of(c, me) and any(n > 0 for n in c.wants.values())
+        ),
+        key=_line_key,
+    )
+    used: set[str] = set()
+    starting: list[Claimant] = []
+    for claimant in ahead:
+        wants = {k: n for k, n in sorted(claimant.wants.items()) if n > 0}
+        takes = {
+            k: [n.name for n in free if n.name not in used and could_take(claimant, n, k, settings)]
+            for k in wants
+        }
+        covered = [k for k in wants if len(takes[k]) >= wants[k]]
+        for key in covered[:1] or list(wants):
+            used.update(takes[key][: wants[key]])
+        if covered:
+            starting.append(claimant)
+    return starting
 
 
 def _covered_elsewhere(

@@ -34,7 +34,8 @@ it holds nothing (it gives back what it held, once its need is published:
 ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
 that has started before (re-forming after a failure) and a running generation's spare refill
 never wait in line to make up the pool they ran with; a restart growing the pool beyond
-it takes only what the waiting jobs ahead leave (:func:`_owed`). After
+it takes only what the waiting jobs ahead leave (:func:`_owed`); a spare refill leaves a job
+ahead the free nodes that would admit it now (:func:`_left_by_jobs_starting`). After
 ``admission.waitTimeout`` of waiting (counted from ``CapacityShort``'s transition) the job
 gets ``AdmissionTimedOut`` and a Warning event and keeps its place (``onTimeout: Wait``), or
 fails (``onTimeout: Fail``).
@@ -114,6 +115,7 @@ from phased.core.pools import (
     kept_for_ahead,
     matches,
     nearest_first,
+    starting_now,
     type_keys,
     type_total,
     unfit_now,
@@ -777,8 +779,10 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     """While a generation runs: spares back up to ``spares.count``, none beyond the cap.
 
     A running job refills from any free matching node: jobs waiting in line do not hold
-    back the spares that keep a running one whole. A CPU phase allowed GPU nodes takes none
-    a waiting GPU job wants, though, whatever its place in line (:func:`_kept_for_gpu_jobs`):
+    back the spares that keep a running one whole — but a job ahead of it that the free
+    nodes would admit now is left its need (:func:`_left_by_jobs_starting`). A CPU phase
+    allowed GPU nodes takes none a waiting GPU job wants, though, whatever its place in line
+    (:func:`_kept_for_gpu_jobs`):
     a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
     for node in draft.held(NodeRole.SPARE):
         misfit = not has_type_labels(node, type_key, draft.settings)
@@ -797,6 +801,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
         if type_key == CPU_TYPE:
             kept = _kept_for_gpu_jobs(draft, None, _claim_order(draft, free))
             free = [n for n in free if n.name not in kept]
+        free = _left_by_jobs_starting(draft, type_key, free)
     # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
     # failures, or for a finishing generation's boundary): it sorts actives from spares, and
     # the spares are kept for it meanwhile.
@@ -813,6 +818,27 @@ def refill_spares(draft: Draft, type_key: str) -> None:
         draft.condition(ConditionType.SPARES_EXHAUSTED, False, "SparesHeld", "")
     _surface_left_alone(draft, type_key, len(draft.held(NodeRole.SPARE)) < wanted)
     _admitted(draft, _min_beyond_cluster(draft, type_key))
+
+
+def _left_by_jobs_starting(draft: Draft, type_key: str, free: list[NodeInfo]) -> list[NodeInfo]:
+    """Of the free nodes a running generation may refill its spares from, those the waiting
+    jobs ahead of it that the free nodes would admit now (:func:`phased.core.pools.
+    starting_now`) leave it: each keeps the rest of its need among them, beyond the other
+    free nodes it could take, the farthest from this job's pool first
+    (:func:`phased.core.pools.kept_for_ahead`). A job ahead they do not cover keeps nothing
+    from the refill: those nodes would only sit idle. Before, whichever pass ran first won,
+    and a job admitted with fewer spares than it asks for because the line kept the rest
+    took them at its next pass from under the job ahead."""
+    unheld = _unheld(draft)
+    me = _me(draft, type_key, 1)
+    starting = starting_now(me, draft.snap.waiting, unheld, draft.settings)
+    if not starting:
+        return free
+    ordered = _claim_order(draft, free)
+    names = {n.name for n in ordered}
+    others = [n for n in unheld if n.name not in names]
+    kept = kept_for_ahead(me, starting, type_key, ordered, others, draft.settings)
+    return [n for n in ordered if n.name not in kept]
 
 
 MIN_ABOVE_CLUSTER = "MinAboveCluster"  # CapacityShort's reason while the phase still runs
