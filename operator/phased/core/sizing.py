@@ -128,12 +128,18 @@ from phased.core.workers import Worker, service_manifest
 
 
 def phase_type(draft: Draft) -> str:
-    """The phase's type: the one recorded when it started, else the best one now."""
+    """The phase's type: the one recorded when it started, else the best one now.
+
+    A started phase whose pool is formed anew (no worker of its generation left, the breaker
+    holding nothing) and that can no longer make ``nodes.min`` of the type it ran on — held
+    and free nodes of it, as it would claim them — while another type it accepts can, moves
+    to that one (:func:`_moved_type`): its next generation resumes from the checkpoint there,
+    and the record names the new type once the pool is formed (:func:`_record_type`)."""
     chosen = draft.record.gpu_type
-    if chosen is not None and chosen in type_keys(draft.phase):
-        return chosen
-    held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
     keys = type_keys(draft.phase)
+    if chosen is not None and chosen in keys:
+        return _moved_type(draft, chosen) or chosen
+    held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
     free = {key: _available(draft, key)[0] for key in keys}
     chosen, enough = choose_type(draft.phase, held, free, draft.settings)
     if enough or len(keys) == 1:
@@ -145,6 +151,44 @@ def phase_type(draft: Draft) -> str:
         for k in keys
     }
     return choose_type(draft.phase, held, free, draft.settings, totals)[0]
+
+
+def _moved_type(draft: Draft, ran_on: str) -> str | None:
+    """The accepted type a started phase re-forms on instead of ``ran_on`` (None: it stays).
+
+    Only when its pool is formed anew — no live worker of its generation (a mass failure the
+    spares did not cover restarted the gang, and the pool is given up or being given up) and
+    nothing held by the breaker — and when the held and free nodes of ``ran_on`` fall short
+    of ``nodes.min`` while those of another accepted type reach it (the first in the
+    phase's order of preference). A type that still makes up the pool is kept, however many
+    nodes of another are free: its nodes are what the job has run on."""
+    keys = type_keys(draft.phase)
+    if len(keys) < 2 or live(generation_pods(draft)) or draft.snap.status.breaker.held:
+        return None
+    held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
+    free = {key: _available(draft, key)[0] for key in keys}
+    need = draft.phase.nodes.min
+    mine = sum(1 for n in held if has_type_labels(n, ran_on, draft.settings))
+    if mine + len(free[ran_on]) >= need:
+        return None
+    chosen, enough = choose_type(draft.phase, held, free, draft.settings)
+    return chosen if enough and chosen != ran_on else None
+
+
+def _record_type(draft: Draft, type_key: str) -> None:
+    """The pool of a started phase was formed on another type than its record names
+    (:func:`_moved_type`): the record names the type it runs on now, and one event says so."""
+    ran_on = draft.record.gpu_type
+    if not _started(draft) or ran_on is None or ran_on == type_key:
+        return
+    draft.update_record(gpu_type=type_key)
+    draft.event(
+        NORMAL,
+        "PhaseGPUTypeChanged",
+        f"phase {draft.phase.name} re-forms on {type_key}: the {ran_on} nodes held and free "
+        f"do not make its nodes.min {draft.phase.nodes.min}, and {type_key} is among its "
+        "gpuTypes; the next generation resumes from the last checkpoint there",
+    )
 
 
 def _unheld(draft: Draft) -> list[NodeInfo]:
@@ -435,8 +479,12 @@ def _release_misfit(draft: Draft, node: NodeInfo, type_key: str) -> None:
     under the job — its type labels rewritten, all its GPUs there — and is said so with a
     Warning ``NodeTypeChanged``: before, a node the job had run on left the pool with no
     word at all. Not quarantined and no ledger entry: nothing failed, and its worker trained
-    on until the generation ended for another reason (that cause is the restart's)."""
-    if _served(draft, node):
+    on until the generation ended for another reason (that cause is the restart's). A node
+    that still fits the type the record names was not changed: the phase moved off that type
+    (:func:`_moved_type`, said once by :func:`_record_type`), and it goes back unsaid."""
+    ran_on = draft.record.gpu_type
+    unchanged = ran_on is not None and fits(node, ran_on, draft.phase.gpus_per_node, draft.settings)
+    if _served(draft, node) and not unchanged:
         draft.event(
             WARNING,
             "NodeTypeChanged",
@@ -584,6 +632,7 @@ def form_pool(draft: Draft, type_key: str) -> None:
     _fit_spares(draft, targets.spares, free)
     keep_troubled_out(draft)
     _admitted(draft)
+    _record_type(draft, type_key)
     pool = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
     _surface_left_alone(draft, type_key, pool < phase.nodes.max + draft.spec.spares.count)
 
@@ -993,6 +1042,8 @@ def size_and_start(draft: Draft, type_key: str) -> None:
         if not draft.snap.service_exists:
             draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))
     else:
+        if draft.record.gpu_type == type_key:  # judged again: this pass's failures are out
+            type_key = _moved_type(draft, type_key) or type_key
         form_pool(draft, type_key)
         start_generation(draft, type_key)
     retaint_spares(draft)
