@@ -111,7 +111,9 @@ class _Refused(Exception):
         self.error = error
 
 
-_REPEATING = frozenset({"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "GuestsDeleted"})
+_REPEATING = frozenset(
+    {"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "GuestsDeleted", "PoolTaintRestored"}
+)
 _REPEAT_EVERY = 600.0
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
 _LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time

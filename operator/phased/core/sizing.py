@@ -74,8 +74,8 @@ from phased.api.v1alpha1 import (
 from phased.core import checkpoints
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
-from phased.core.labels import TAINT_POOL, TAINT_SPARE
-from phased.core.ledger import mark_replaced
+from phased.core.labels import ANNOTATION_REPLACES, TAINT_POOL, TAINT_SPARE
+from phased.core.ledger import decode_replaces, mark_replaced
 from phased.core.model import (
     Claimant,
     ClaimNode,
@@ -1032,6 +1032,7 @@ def size_and_start(draft: Draft, type_key: str) -> None:
     """Form the pool and start workers, or keep the spares of a running generation."""
     if draft.status.state in (JobState.SUCCEEDED, JobState.FAILED):
         return
+    retaint_actives(draft)
     if draft.breaker_nodes:
         # Automatic action is paused while the breaker holds: the pool stays as it is, and
         # what it holds keeps its place (never released, swapped or refilled around).
@@ -1047,6 +1048,37 @@ def size_and_start(draft: Draft, type_key: str) -> None:
         form_pool(draft, type_key)
         start_generation(draft, type_key)
     retaint_spares(draft)
+
+
+def retaint_actives(draft: Draft) -> None:
+    """Held active nodes carry the pool taint, which keeps every other workload off them.
+    One that someone else took it from (``kubectl taint nodes n phased.dev/pool-``, a tool
+    that strips taints) is still the job's — its labels say whose it is, the taint only keeps
+    others off — but others' pods could be scheduled there, and between two generations take
+    the GPUs the next worker needs. The role is written again, which writes the taint and
+    nothing else (the role is unchanged: no clearing mark; the note of the failed node a
+    promoted spare replaces is written as it stands), and said with a ``PoolTaintRestored``
+    Warning. Also while the breaker holds: it moves nothing. A pass whose view has not yet
+    delivered the write writes it again (no change on the node) and says it again (the
+    reconciler posts that at most every 10 minutes)."""
+    touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
+    restored: list[str] = []
+    for node in draft.held(NodeRole.ACTIVE):
+        keys = {t.key for t in node.taints}
+        if node.name in touched or (TAINT_POOL in keys and TAINT_SPARE not in keys):
+            continue
+        note = decode_replaces(node.annotations.get(ANNOTATION_REPLACES))
+        lost, at = note if note is not None else (None, None)
+        draft.act(SetNodeRole(node=node.name, role=NodeRole.ACTIVE, replaces=lost, at=at))
+        restored.append(node.name)
+    if restored:
+        draft.event(
+            WARNING,
+            "PoolTaintRestored",
+            f"active node(s) {', '.join(restored)} of phase {draft.phase.name} had lost the "
+            f"{TAINT_POOL} taint, not by Phased: it keeps other workloads off the job's nodes "
+            "and is written again (to take a node from the job, kubectl cordon or drain it)",
+        )
 
 
 def retaint_spares(draft: Draft) -> None:
