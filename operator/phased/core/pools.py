@@ -30,8 +30,9 @@ sum, so it keeps nothing from a job behind it when free nodes of another of its 
 (:func:`kept_for_ahead`), and is counted once where needs are added up per type
 (:func:`counted_once`). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
-they ran with; growing beyond it, they take only what the jobs ahead leave. A spare refill
-leaves a job ahead the free nodes that would admit it now (:func:`starting_now`).
+they ran with; growing beyond it, they take only what the jobs ahead leave. A spare refill,
+and a restart making up its spares, leave a job ahead the free nodes that would admit it now
+(:func:`starting_now`).
 """
 
 from __future__ import annotations
@@ -380,7 +381,8 @@ def starting_now(
     (:func:`could_take`), less those the jobs before it in line could take (each job
     ahead counts its need on the first type that covers it, or on every type it wants when
     none does, as the line keeps it there), reach its need. A running generation's spare
-    refill leaves them their nodes: their own pass, woken by the same nodes, takes them."""
+    refill, and a restart making up its spares, leave them their nodes: their own pass,
+    woken by the same nodes, takes them."""
     ahead = sorted(
         (
             c

@@ -34,8 +34,9 @@ it holds nothing (it gives back what it held, once its need is published:
 ``nodes.min``) so that jobs behind it keep those nodes for it. A phase
 that has started before (re-forming after a failure) and a running generation's spare refill
 never wait in line to make up the pool they ran with; a restart growing the pool beyond
-it takes only what the waiting jobs ahead leave (:func:`_owed`); a spare refill leaves a job
-ahead the free nodes that would admit it now (:func:`_left_by_jobs_starting`). After
+it takes only what the waiting jobs ahead leave (:func:`_owed`); a spare refill, and a
+restart making up its spares, leave a job ahead the free nodes that would admit it now
+(:func:`_left_by_jobs_starting`). After
 ``admission.waitTimeout`` of waiting (counted from ``CapacityShort``'s transition) the job
 gets ``AdmissionTimedOut`` and a Warning event and keeps its place (``onTimeout: Wait``), or
 fails (``onTimeout: Fail``).
@@ -287,29 +288,33 @@ def _started(draft: Draft) -> bool:
     return draft.record.start_time is not None
 
 
-def _owed(draft: Draft) -> int:
-    """Free nodes a phase re-forming after a restart takes whatever the line: what makes up
-    the pool it ran with — its last world and its spares (``spares.count``, which a running
-    generation refills whatever the line: :func:`refill_spares`). Nothing for a phase that
-    has not started: all it takes is admitted in line.
+def _owed(draft: Draft) -> tuple[int, int]:
+    """Free nodes a phase re-forming after a restart takes without waiting in line: what
+    makes up the pool it ran with — (for its last world, for its spares). The world's are
+    taken whatever the line; the spares (``spares.count``), as a running generation's refill
+    does (:func:`refill_spares`), leave a job ahead the free nodes that would admit it now
+    (:func:`_left_by_jobs_starting`). Nothing for a phase that has not started: all it
+    takes is admitted in line.
 
     A ``nodes.min`` raised above the last world asks for actives the phase never ran with:
     they come, as growth toward ``nodes.max`` does, only from what the waiting jobs ahead
     leave, and when that is too little the pool is given up to wait in line. Only a world
     no status recorded (0) is read as ``nodes.min``."""
     if not _started(draft):
-        return 0
+        return 0, 0
     world = draft.status.world_size or draft.phase.nodes.min
-    pool = world + draft.spec.spares.count
     held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
-    return max(0, pool - held)
+    for_world = max(0, world - held)
+    return for_world, max(0, world + draft.spec.spares.count - held) - for_world
 
 
 def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
 
-    A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with)
-    whatever the line, nearest first; what it would grow by beyond that (toward
+    A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with),
+    nearest first: its world whatever the line, its spares from what a job ahead that the
+    free nodes would admit now leaves (:func:`_left_by_jobs_starting`, as the refill does);
+    what it would grow by beyond that (toward
     ``nodes.max``, or up to a ``nodes.min`` raised above its world), like all a phase being
     admitted takes, is only what the waiting jobs ahead of it leave.
 
@@ -326,16 +331,22 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
         _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
     )
     ordered = _claim_order(draft, free)
-    owed = _owed(draft)
+    for_world, for_spares = _owed(draft)
+    world = ordered[:for_world]
+    spares: list[NodeInfo] = []
+    if for_spares:
+        spares = _left_by_jobs_starting(draft, type_key, ordered[for_world:], world)[:for_spares]
+    owed = world + spares
     me = _me(draft, type_key, 1)
-    beyond = ordered[owed:]
-    kept = _kept_for_gpu_jobs(draft, me, beyond, ordered[:owed]) if type_key == CPU_TYPE else set()
+    taken = {n.name for n in owed}
+    beyond = [n for n in ordered if n.name not in taken]
+    kept = _kept_for_gpu_jobs(draft, me, beyond, owed) if type_key == CPU_TYPE else set()
     rest = [n for n in beyond if n.name not in kept]
     candidates = {n.name for n in ordered}  # what the jobs ahead could have beside them
     others = [n for n in _unheld(draft) if n.name not in candidates]
     ahead = kept_for_ahead(me, draft.snap.waiting, type_key, rest, others, draft.settings)
     mine = [n for n in rest if n.name not in ahead]
-    return ordered[:owed] + mine, len(kept) + len(ahead)
+    return owed + mine, len(kept) + len(ahead)
 
 
 def _kept_for_gpu_jobs(
@@ -869,16 +880,20 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     _admitted(draft, _min_beyond_cluster(draft, type_key))
 
 
-def _left_by_jobs_starting(draft: Draft, type_key: str, free: list[NodeInfo]) -> list[NodeInfo]:
-    """Of the free nodes a running generation may refill its spares from, those the waiting
+def _left_by_jobs_starting(
+    draft: Draft, type_key: str, free: list[NodeInfo], taken: Sequence[NodeInfo] = ()
+) -> list[NodeInfo]:
+    """Of the free nodes a running generation may refill its spares from (or a restart take
+    its spares from, beside the ``taken`` nodes that make up its world), those the waiting
     jobs ahead of it that the free nodes would admit now (:func:`phased.core.pools.
     starting_now`) leave it: each keeps the rest of its need among them, beyond the other
     free nodes it could take, the farthest from this job's pool first
     (:func:`phased.core.pools.kept_for_ahead`). A job ahead they do not cover keeps nothing
-    from the refill: those nodes would only sit idle. Before, whichever pass ran first won,
+    from the spares: those nodes would only sit idle. Before, whichever pass ran first won,
     and a job admitted with fewer spares than it asks for because the line kept the rest
-    took them at its next pass from under the job ahead."""
-    unheld = _unheld(draft)
+    took them at its next pass, or at its next restart, from under the job ahead."""
+    gone = {n.name for n in taken}
+    unheld = [n for n in _unheld(draft) if n.name not in gone]
     me = _me(draft, type_key, 1)
     starting = starting_now(me, draft.snap.waiting, unheld, draft.settings)
     if not starting:
