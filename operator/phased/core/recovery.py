@@ -744,8 +744,13 @@ def tend_generation(draft: Draft) -> None:
     if not losses.restart_needed:
         keep_troubled_out(draft, frozenset(p.node_name for p in live(pods) if p.node_name))
         # A node can leave the pool while no worker of this generation runs on it yet (its
-        # worker still Pending): nothing to restart, but its place is filled all the same.
+        # worker still Pending): nothing to restart, but its place is filled all the same —
+        # by the spares when they cover it, else by the pool formed again (below).
         if len(draft.held(NodeRole.ACTIVE)) < world:
+            if not _spares_cover(draft, world):
+                _spares_exhausted(draft, _unreplaced(draft))
+                gang_restart(draft, "a node left the pool before its worker was placed")
+                return
             _promote(draft, world, _unreplaced(draft))
         return
     if draft.breaker_nodes and rejoinable(draft, pods):
@@ -763,15 +768,7 @@ def tend_generation(draft: Draft) -> None:
         # (phased.core.sizing), which promotes or claims each replacement it keeps. A spare
         # promoted now would be turned back into one when the job shrinks, or released
         # with the rest when it cannot reach nodes.min, and named a replacement meanwhile.
-        lost = sorted({*losses.by_node.values(), *_unreplaced(draft)})
-        what = f"the lost node(s) {', '.join(lost)}" if lost else "the nodes it lacks"
-        message = (
-            f"the spares do not cover {what} of phase "
-            f"{draft.phase.name}: the gang restarts on a pool formed again from the healthy "
-            f"nodes held and free ones (smaller if it must, down to nodes.min "
-            f"{draft.phase.nodes.min}), or waits for capacity"
-        )
-        draft.condition(ConditionType.SPARES_EXHAUSTED, True, "NoSpare", message, WARNING)
+        _spares_exhausted(draft, [*losses.by_node.values(), *_unreplaced(draft)])
         gang_restart(draft, why)
         return
     _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
@@ -786,6 +783,27 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _spares_exhausted(draft: Draft, lost: Sequence[str]) -> None:
+    """Say that the spares do not cover the places ``lost``: the gang restarts (the caller's
+    part) on a pool formed again by the admission rule, or the job waits for capacity.
+
+    Also when the lost places are those of workers not placed yet (a node leaving the pool
+    under a Pending worker of a generation answering an earlier failure): before, the spares
+    filled what they could and the generation stayed short of a node, its last worker
+    Pending until ``pendingGrace`` made it a stuck start — a second restart counted for one
+    mass event, and the phase's ``pendingRestarts`` retry spent on a node failure. That
+    generation never trained: its restart is not counted again (the failure's was)."""
+    names = sorted(set(lost))
+    what = f"the lost node(s) {', '.join(names)}" if names else "the nodes it lacks"
+    message = (
+        f"the spares do not cover {what} of phase "
+        f"{draft.phase.name}: the gang restarts on a pool formed again from the healthy "
+        f"nodes held and free ones (smaller if it must, down to nodes.min "
+        f"{draft.phase.nodes.min}), or waits for capacity"
+    )
+    draft.condition(ConditionType.SPARES_EXHAUSTED, True, "NoSpare", message, WARNING)
 
 
 def _restart_vanished(draft: Draft, pods: list[PodInfo]) -> None:

@@ -760,7 +760,9 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
         tainted = type_total(nodes, type_key, gpus, draft.settings, None) - total
         if tainted:
             detail += f" ({tainted} more carry taints its workers do not tolerate)"
-        draft.set(waiting_for={})  # it could never start as things stand: block nobody
+        # It could never start on this type as things stand: it blocks nobody for it, and
+        # waits only for the others it accepts, if any (a started phase that may move).
+        draft.set(waiting_for=_wanted_in_line(draft, type_key))
     else:
         detail = f"{could} could be claimed now" + (
             f" ({reserved} free ones are kept for jobs ahead in line)" if reserved else ""
@@ -782,21 +784,24 @@ def _report_capacity(draft: Draft, type_key: str, could: int, reserved: int) -> 
 
 def _wanted_in_line(draft: Draft, type_key: str) -> dict[str, int]:
     """What a waiting phase publishes in line (``waiting_for``): its ``nodes.min`` of the type
-    it waits for and — before it has started, when any accepted type will do — of every
-    other type it accepts that the cluster has that many nodes of (:func:`type_total`). Nodes
-    of any of them coming free are its as much as those of the type it names, so the jobs
-    behind it keep them for it; published for the named type alone, a job behind it for
-    another accepted type took such nodes whenever its pass happened to run first. A phase
-    that has started runs on the type it started with, and waits for that one only."""
+    it waits for and of every other type it accepts, each that the cluster has that many
+    nodes of (:func:`type_total`; none: it could never start as things stand, and blocks
+    nobody). Nodes of any of them coming free are its as much as those of the type it names,
+    so the jobs behind it keep them for it (counted once, on one type:
+    :func:`phased.core.pools.counted_once`); published for the named type alone, a job behind
+    it for another accepted type took such nodes whenever its pass happened to run first.
+    This holds for a phase that has started too: re-forming, it moves to another type it
+    accepts once its own cannot make ``nodes.min`` (:func:`_moved_type`), which is when it
+    waits — before, it waited for its own type alone (for nothing when the cluster's healthy
+    nodes of it were fewer than ``min``, after a mass failure), and a job behind it took the
+    nodes it would have moved to."""
     need = draft.phase.nodes.min
-    wanted = {type_key: need}
-    if _started(draft):
-        return wanted
     nodes, gpus = draft.nodes.values(), draft.phase.gpus_per_node
-    for key in type_keys(draft.phase):
-        if type_total(nodes, key, gpus, draft.settings, draft.tolerations) >= need:
-            wanted[key] = need
-    return wanted
+    return {
+        key: need
+        for key in [type_key, *(k for k in type_keys(draft.phase) if k != type_key)]
+        if type_total(nodes, key, gpus, draft.settings, draft.tolerations) >= need
+    }
 
 
 def _wait_timeout(draft: Draft) -> None:
