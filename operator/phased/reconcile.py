@@ -273,7 +273,7 @@ class Reconciler:
                 )
             ]
         )
-        self.node_verbs = NodeVerbs(kube, settings.installation)
+        self.node_verbs = NodeVerbs(kube, settings.installation, on_seen=self._node_seen)
         self.pod_verbs = PodVerbs(kube)
         self.job_verbs = JobVerbs(kube)
         self.event_verbs = EventVerbs(kube)
@@ -335,6 +335,20 @@ class Reconciler:
         installation marked, when a selector is set)."""
         self._seen()
         before, after = self.nodes.apply_event(event_type, raw, source)
+        self._node_changed(before, after)
+
+    def _node_seen(self, name: str, raw: dict[str, Any] | None) -> None:
+        """A node as one of our own changes read or wrote it (``None``: gone): into the view
+        at once, as its watch event would put it there, and the jobs it concerns are woken
+        the same way. The pass after a swap (woken by the survivors' deletions) saw the
+        failed node still active and the promoted spare still a spare whenever the Node
+        watch lagged the answers to our own patches — at thousands of nodes, often — and
+        answered the failure a second time. The watch event that follows is a heartbeat."""
+        before = self.nodes.get(name)
+        self.nodes.refresh(name, raw)
+        self._node_changed(before, self.nodes.get(name))
+
+    def _node_changed(self, before: NodeInfo | None, after: NodeInfo | None) -> None:
         if before is not None and after is not None and _same_state(before, after):
             return  # a heartbeat: nothing a decision reads has changed
         owners = {n.owner_uid for n in (before, after) if n is not None and n.owner_uid}

@@ -34,6 +34,7 @@ from phased.kube.nodeview import Listed, converted
 logger = logging.getLogger(__name__)
 
 Mutation = Callable[[JSON], JSON | None]  # fresh node -> patch body, or None to give up
+Seen = Callable[[str, JSON | None], None]  # (name, the node as the API holds it; None: gone)
 _ATTEMPTS = 4
 _RELEASE_PAUSES = (0.2, 0.5, 1.0, 2.0)  # seconds between rounds of _ATTEMPTS (a person waits)
 NODES = "/api/v1/nodes"
@@ -200,9 +201,20 @@ class Claim:
 
 
 class NodeVerbs:
-    def __init__(self, kube: KubeClient, installation: str = "") -> None:
+    """``on_seen`` is told every node as a change read or wrote it (the fresh read that gave
+    up, the patch's answer; ``None`` when it is gone): the newest state the API has shown,
+    for the caller's view, before the watch delivers it."""
+
+    def __init__(
+        self, kube: KubeClient, installation: str = "", on_seen: Seen | None = None
+    ) -> None:
         self._kube = kube
         self.installation = installation
+        self._on_seen = on_seen
+
+    def _seen(self, name: str, node: JSON | None) -> None:
+        if self._on_seen is not None:
+            self._on_seen(name, node)
 
     def _held(self, node: JSON, job: JobRef) -> bool:
         """``job`` holds the fresh ``node`` (core.ownership.holds)."""
@@ -220,15 +232,17 @@ class NodeVerbs:
             try:
                 node = await self.get(name)
             except NotFound:
+                self._seen(name, None)
                 return None
             patch = mutate(node)
             if patch is None:
+                self._seen(name, node)
                 return None
             patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"][
                 "resourceVersion"
             ]
             try:
-                return await self._kube.request(
+                written = await self._kube.request(
                     "patch",
                     "PATCH",
                     f"/api/v1/nodes/{name}",
@@ -240,7 +254,10 @@ class NodeVerbs:
             except Conflict:
                 continue
             except NotFound:
+                self._seen(name, None)
                 return None
+            self._seen(name, written)
+            return written
         logger.warning("node %s kept changing under us; will retry on the next reconcile", name)
         return None
 
