@@ -172,7 +172,9 @@ class JobEntry:
     claim_refused: bool = False  # in this pass, a claim did not happen as decided
     # The shape of the phase it waits to start, as the other jobs' line reads it, and the
     # (generation, phase index) it was read for.
-    line_shape: tuple[tuple[int, int], tuple[int, tuple[Any, ...]] | None] | None = None
+    line_shape: (
+        tuple[tuple[int, int], tuple[int, tuple[Any, ...], tuple[str, ...]] | None] | None
+    ) = None
 
     def look_planned(self, now: float) -> bool:
         """A look is still to come (a fired TimerHandle is not "cancelled": check its due
@@ -680,15 +682,17 @@ class Reconciler:
                     wants={str(k): int(v) for k, v in wants.items()},
                     gpus_per_node=shape[0] if shape is not None else None,
                     tolerations=shape[1] if shape is not None else None,
+                    fault_conditions=shape[2] if shape is not None else (),
                 )
             )
         return tuple(out)
 
-    def _line_shape(self, entry: JobEntry) -> tuple[int, tuple[Any, ...]] | None:
-        """The shape of the phase a waiting job waits to start (its ``gpusPerNode`` and its
-        workers' tolerations), read from its spec and ``status.phaseIndex``, so that the jobs
-        behind it keep only free nodes it could take; ``None`` when they cannot be read (then
-        any node of the type it wants is kept for it). Remembered per generation and index."""
+    def _line_shape(self, entry: JobEntry) -> tuple[int, tuple[Any, ...], tuple[str, ...]] | None:
+        """The shape of the phase a waiting job waits to start (its ``gpusPerNode``, its
+        workers' tolerations and its ``gpuFaultConditions``), read from its spec and
+        ``status.phaseIndex``, so that the jobs behind it keep only free nodes it could take;
+        ``None`` when they cannot be read (then any node of the type it wants is kept for
+        it). Remembered per generation and index."""
         index = (entry.raw.get("status") or {}).get("phaseIndex") or 0
         if not isinstance(index, int):
             return None

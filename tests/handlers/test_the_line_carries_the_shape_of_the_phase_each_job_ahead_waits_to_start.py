@@ -56,3 +56,10 @@ def test_a_spec_that_cannot_be_read_leaves_the_shape_unknown() -> None:
     line = _line(job("ahead", {"phases": "not a list"}, 0))
     assert line["ahead"].gpus_per_node is None and line["ahead"].tolerations is None
     assert line["ahead"].wants == {"H100": 2}
+
+
+def test_each_job_ahead_is_named_with_its_gpu_fault_conditions() -> None:
+    faults = {**SPEC, "failurePolicy": {"gpuFaultConditions": ["ThermalThrottle"]}}
+    assert _line(job("ahead", faults, 1))["ahead"].fault_conditions == ("ThermalThrottle",)
+    assert _line(job("ahead", SPEC, 1))["ahead"].fault_conditions == ("GPUXidError", "GPUUnhealthy")
+    assert _line(job("ahead", {"phases": "not a list"}, 0))["ahead"].fault_conditions == ()

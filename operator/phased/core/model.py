@@ -195,6 +195,8 @@ class Claimant:
     # node of the type it wants is taken to be one it could take).
     gpus_per_node: int | None = None
     tolerations: tuple[Mapping[str, Any], ...] | None = None
+    # Its ``gpuFaultConditions``: a free node on which one is True is one it never claims.
+    fault_conditions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

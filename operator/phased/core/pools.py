@@ -293,23 +293,30 @@ def could_run_on(claimant: Claimant, node: NodeInfo, type_key: str, settings: Se
 
 def waiting_shape(
     spec: TrainingJobSpec, phase_index: int
-) -> tuple[int, tuple[Toleration, ...]] | None:
+) -> tuple[int, tuple[Toleration, ...], tuple[str, ...]] | None:
     """The shape of the phase a job at ``phase_index`` waits to start, as the line reads it
-    (:class:`phased.core.model.Claimant`): its ``gpusPerNode`` and its workers' tolerations;
-    ``None`` when the index names no phase."""
+    (:class:`phased.core.model.Claimant`): its ``gpusPerNode``, its workers' tolerations and
+    the job's ``gpuFaultConditions``; ``None`` when the index names no phase."""
     if not 0 <= phase_index < len(spec.phases):
         return None
     phase = spec.phases[phase_index]
-    return phase.gpus_per_node, of_pod_spec(spec.worker_pod(phase).spec)
+    faults = tuple(spec.failure_policy.gpu_fault_conditions)
+    return phase.gpus_per_node, of_pod_spec(spec.worker_pod(phase).spec), faults
 
 
 def could_take(claimant: Claimant, node: NodeInfo, type_key: str, settings: Settings) -> bool:
     """``node`` is free and of a shape the phase ``claimant`` waits to start could run on:
     its type with the claimant's ``gpusPerNode``, and no blocking taint its workers do not
-    tolerate (for a claimant whose shape is known)."""
+    tolerate (for a claimant whose shape is known); and none of the claimant's
+    ``gpuFaultConditions`` is True on it (its own pass never claims such a node: it would
+    fail at once)."""
     tolerations = claimant.tolerations or ()
     gpus = claimant.gpus_per_node or 0
-    return is_free(node, tolerations) and matches(node, type_key, gpus, settings)
+    faulty = any(
+        (c := node.condition(kind)) is not None and c.status == "True"
+        for kind in claimant.fault_conditions
+    )
+    return not faulty and is_free(node, tolerations) and matches(node, type_key, gpus, settings)
 
 
 def kept_for_ahead(

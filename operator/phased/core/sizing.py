@@ -135,11 +135,13 @@ def phase_type(draft: Draft) -> str:
     holding nothing) and that can no longer make ``nodes.min`` of the type it ran on — held
     and free nodes of it, as it would claim them — while another type it accepts can, moves
     to that one (:func:`_moved_type`): its next generation resumes from the checkpoint there,
-    and the record names the new type once the pool is formed (:func:`_record_type`)."""
+    and the record names the new type once the pool is formed (:func:`_record_type`). A
+    live generation runs on the type of the nodes it was made on, whatever the record says
+    (:func:`_running_type`: the write that named the new type was lost)."""
     chosen = draft.record.gpu_type
     keys = type_keys(draft.phase)
     if chosen is not None and chosen in keys:
-        return _moved_type(draft, chosen) or chosen
+        return _moved_type(draft, chosen) or _running_type(draft, chosen) or chosen
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
     free = {key: _available(draft, key)[0] for key in keys}
     chosen, enough = choose_type(draft.phase, held, free, draft.settings)
@@ -174,6 +176,29 @@ def _moved_type(draft: Draft, ran_on: str) -> str | None:
         return None
     chosen, enough = choose_type(draft.phase, held, free, draft.settings)
     return chosen if enough and chosen != ran_on else None
+
+
+def _running_type(draft: Draft, recorded: str) -> str | None:
+    """The accepted type a live generation runs on when the record names another (None: the
+    recorded one): no active node the job holds is of ``recorded`` and every one is of that
+    type. The pass that re-formed the pool there (:func:`_moved_type`) claimed the nodes
+    and created the workers, but its status write, naming the type, was lost; with live
+    workers the phase no longer re-forms, and the old type taken for the one it runs on
+    refilled its spares with nodes its gang could not use."""
+    keys = type_keys(draft.phase)
+    actives = draft.held(NodeRole.ACTIVE)
+    if len(keys) < 2 or not actives or not live(generation_pods(draft)):
+        return None
+    if any(has_type_labels(n, recorded, draft.settings) for n in actives):
+        return None
+    return next(
+        (
+            key
+            for key in keys
+            if key != recorded and all(has_type_labels(n, key, draft.settings) for n in actives)
+        ),
+        None,
+    )
 
 
 def _record_type(draft: Draft, type_key: str) -> None:
@@ -1003,9 +1028,13 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
     """A phase whose workers exist but whose record has no start: the status write that
     recorded it was lost. The start is the creation of the phase's first worker, so the
     record, ``maxDuration`` and the timeline keep the time the phase really began, and the
-    shape is the one its workers were made with (:func:`_record_shape`)."""
+    shape is the one its workers were made with (:func:`_record_shape`). A started phase whose
+    live generation runs on another type than the record names has the record name it
+    (:func:`_running_type`)."""
     if draft.record.start_time is not None:
         _recover_shape(draft)
+        if live(generation_pods(draft)):
+            _record_type(draft, type_key)  # the write naming it was lost (_running_type)
         return
     created = [p.created for p in draft.phase_pods() if p.created is not None]
     if created:
