@@ -11,10 +11,11 @@ snapshot and changes only the draft (status, conditions, events, wake-ups); none
   ``status.phases[].lastCheckpoint`` / ``lastProgress``; a report for a phase the spec no
   longer has is ignored.
 * **Staleness** (:func:`check_staleness`): while the phase's workers run, a checkpoint is due
-  within ``checkpoint.interval`` of the phase's last one (or of its start, or of a restarted
-  generation's start, :func:`_due_from`): past that,
-  ``CheckpointStale`` is True with a Warning event, and decide is woken when the next one
-  falls due. Recovering (no Running worker) leaves the condition as it is.
+  within the interval they were told (``checkpoint.interval`` when they were made, read back
+  from each worker, :func:`_told_interval`) of the phase's last one (or of its start, or of
+  a restarted generation's start, :func:`_due_from`): past that, ``CheckpointStale`` is True
+  with a Warning event, and decide is woken when the next one falls due.
+  Recovering (no Running worker) leaves the condition as it is.
 * **Final checkpoint** (:func:`final_checkpoint_due`): when the workers meet the phase's
   completion rule, the boundary waits until the current generation reported a checkpoint
   with ``final: true``, at most ``checkpoint.finalTimeout`` from when the completion was first
@@ -154,7 +155,7 @@ def check_staleness(draft: Draft) -> None:
     running = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.RUNNING]
     if not running:
         return
-    interval = parse_duration(draft.spec.checkpoint.interval)
+    interval, told = _told_interval(draft)
     since, what = _due_from(draft)
     if since is None:
         return
@@ -165,9 +166,30 @@ def check_staleness(draft: Draft) -> None:
         return
     message = (
         f"phase {draft.phase.name}: no checkpoint reported for {format_duration(age)} since "
-        f"{what}; checkpoint.interval is {draft.spec.checkpoint.interval}"
+        f"{what}; {told}"
     )
     draft.condition(ConditionType.CHECKPOINT_STALE, True, "NoRecentCheckpoint", message, WARNING)
+
+
+def _told_interval(draft: Draft) -> tuple[int, str]:
+    """The checkpoint interval the running generation is judged by, in seconds, and how to
+    say it: the one its workers were told when they were made (``LABEL_CHECKPOINT_INTERVAL``,
+    the longest if ranks differ), not ``checkpoint.interval`` as edited since — they
+    checkpoint at what they were told until the next generation is made from the edit. A
+    worker made before the label existed (or with a label Phased could not have written) is
+    taken as the spec says."""
+    spec = parse_duration(draft.spec.checkpoint.interval)
+    told: list[int] = []
+    for p in latest_attempts(live(generation_pods(draft))):
+        text = p.labels.get(labels.LABEL_CHECKPOINT_INTERVAL, "")
+        told.append(int(text) if text.isdigit() and int(text) > 0 else spec)
+    interval = max(told, default=spec)
+    if interval == spec:
+        return interval, f"checkpoint.interval is {draft.spec.checkpoint.interval}"
+    return interval, (
+        f"its workers were made with checkpoint.interval {format_duration(interval)} "
+        f"(the spec's {draft.spec.checkpoint.interval} applies from the next generation)"
+    )
 
 
 def _due_from(draft: Draft) -> tuple[datetime | None, str]:

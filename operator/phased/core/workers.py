@@ -31,8 +31,9 @@ report-token Secret is mounted read-only at ``REPORT_MOUNT`` (volume ``phased-re
 ``PHASED_REPORT_URL`` / ``PHASED_REPORT_TOKEN_FILE`` tell the worker helper
 (``phased_worker``) where to report, and the label ``phased.dev/reporting`` says whether the
 worker was made so (``true``/``false``: reports are judged only for workers that can make
-them), and the label ``phased.dev/worker-spec`` is a digest of what the spec made it from
-(:func:`worker_spec`); when the phase has a reported checkpoint,
+them), the label ``phased.dev/checkpoint-interval`` the interval it was told (in seconds:
+its generation is judged stale by it), and the label ``phased.dev/worker-spec`` is a digest
+of what the spec made it from (:func:`worker_spec`); when the phase has a reported checkpoint,
 ``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from. A
 template may not use these volume names nor mount anything at ``REPORT_MOUNT``.
 """
@@ -193,6 +194,7 @@ class Worker:
             labels.LABEL_WORKER_RESTARTS: str(self.worker_restarts),
             labels.LABEL_REPORTING: "true" if self.reporting else "false",
             labels.LABEL_WORKER_SPEC: worker_spec(self.spec, self.phase),
+            labels.LABEL_CHECKPOINT_INTERVAL: str(parse_duration(self.spec.checkpoint.interval)),
             labels.LABEL_GPUS_PER_NODE: str(self.phase.gpus_per_node),
             labels.LABEL_GPU_TYPES: labels.GPU_TYPES_SEPARATOR.join(
                 t.value for t in self.phase.gpu_types
