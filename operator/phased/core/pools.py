@@ -465,15 +465,29 @@ class Targets:
     spares: int
 
     @classmethod
-    def for_available(cls, phase: Phase, spares: int, available: int) -> Targets:
+    def for_available(cls, phase: Phase, spares: int, available: int, world: int = 0) -> Targets:
         """``nodes.min`` actives first, then the spares, then actives up to ``nodes.max``.
 
         Below ``min`` every node is active (the phase waits). Spares come before the actives
         between min and max because a spare saves a restart from checkpoint, while an extra
         active node only adds throughput.
+
+        A phase that has run (``world``: the world it ran with) and is formed again after a
+        failure keeps that world, within ``[min, max]``, before its spares whenever the nodes
+        make it: the spares promoted for the places lost stay active and the spares refill
+        afterwards. Before, the pool re-formed by the rule above turned them back into
+        spares: one failure the spares covered shrank an elastic job (two failures, a job of
+        4 at min 2, halved it) to keep idle spares, and its ledger named as the failed
+        node's replacement a node that was a spare again.
         """
         if available < phase.nodes.min:
             return cls(active=available, spares=0)
+        kept = min(max(world, phase.nodes.min), phase.nodes.max)
+        if world and available >= kept:
+            spare = min(spares, available - kept)
+            return cls(
+                active=kept + min(phase.nodes.max - kept, available - kept - spare), spares=spare
+            )
         active = phase.nodes.min
         spare = min(spares, available - active)
         active += min(phase.nodes.max - active, available - active - spare)

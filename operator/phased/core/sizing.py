@@ -663,7 +663,8 @@ def form_pool(draft: Draft, type_key: str) -> None:
             draft.later(0)
         _surface_left_alone(draft, type_key, True)
         return
-    targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free))
+    world = (draft.status.world_size or phase.nodes.min) if _started(draft) else 0
+    targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free), world)
     _fit_actives(draft, targets, free)
     _fit_spares(draft, targets.spares, free)
     keep_troubled_out(draft)
