@@ -197,15 +197,23 @@ def _due_from(draft: Draft) -> tuple[datetime | None, str]:
     checkpoint; without one, the phase start, or for a restarted generation its own start
     (its first worker's creation): with nothing to resume from it begins the phase's work
     afresh, so a generation restarted — or the first made to report once
-    ``checkpoint.report`` was turned on while the phase ran — is not stale at its start."""
+    ``checkpoint.report`` was turned on while the phase ran — is not stale at its start.
+
+    A generation restarted after the last checkpoint (made by an earlier one) resumes from
+    it and does again the work since: its own first checkpoint is due an interval after it
+    began, not after the checkpoint. Judged from the checkpoint, a gang restarted 55
+    minutes into an hourly interval was stale five minutes after it began."""
+    gen = draft.status.restart_generation
+    created = [p.created for p in generation_pods(draft) if p.created is not None]
+    began = min(created) if created and gen > 0 else None
     last = draft.record.last_checkpoint
     if last is not None and (when := parse_time(last.time)) is not None:
+        if began is not None and last.generation < gen and began > when:
+            return began, f"the start of generation {gen} (resumed from step {last.step})"
         return when, f"the last one (step {last.step})"
     phase_start = parse_time(draft.record.start_time)
-    created = [p.created for p in generation_pods(draft) if p.created is not None]
-    began = min(created) if created and draft.status.restart_generation > 0 else None
     if began is not None and (phase_start is None or began > phase_start):
-        return began, f"the start of generation {draft.status.restart_generation}"
+        return began, f"the start of generation {gen}"
     return phase_start, "the phase start"
 
 
