@@ -438,6 +438,13 @@ class Cluster:
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
+    def fail_a_worker(self) -> None:
+        """The first running worker (by name) fails; a minute passes and the cluster settles."""
+        name = min(p for p in self.pods if self.pods[p].phase == PodPhase.RUNNING)
+        self.pods[name] = replace(self.pods[name], phase=PodPhase.FAILED)
+        self.advance(60)
+        self.settle()
+
     def held(self, role: NodeRole) -> list[str]:
         return sorted(
             n.name for n in self.nodes.values() if n.owner_uid == self.job.uid and n.role == role

@@ -37,10 +37,6 @@ def _settle(cluster: Cluster, passes: int = 12) -> None:
         cluster.now += timedelta(seconds=5)
 
 
-def _held(cluster: Cluster, role: NodeRole) -> list[str]:
-    return sorted(n.name for n in cluster.nodes.values() if n.owner_uid and n.role == role)
-
-
 def _fail(cluster: Cluster, *names: str) -> None:
     for name in names:
         cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
@@ -50,26 +46,26 @@ def _fail(cluster: Cluster, *names: str) -> None:
 
 def test_one_covered_failure_keeps_the_world_and_names_a_node_that_serves() -> None:
     cluster = _running(6)
-    spares = _held(cluster, NodeRole.SPARE)
+    spares = cluster.held(NodeRole.SPARE)
     _fail(cluster, "n00")
     assert cluster.status.world_size == 4
-    assert len(_held(cluster, NodeRole.ACTIVE)) == 4 and len(_held(cluster, NodeRole.SPARE)) == 1
+    assert len(cluster.held(NodeRole.ACTIVE)) == 4 and len(cluster.held(NodeRole.SPARE)) == 1
     (entry,) = cluster.status.failures
-    assert entry.replaced_by in spares and entry.replaced_by in _held(cluster, NodeRole.ACTIVE)
+    assert entry.replaced_by in spares and entry.replaced_by in cluster.held(NodeRole.ACTIVE)
 
 
 def test_two_covered_failures_do_not_halve_the_job_and_a_free_node_refills_a_spare() -> None:
     cluster = _running(7)  # one free node beside the pool
     _fail(cluster, "n00", "n01")
     assert cluster.status.world_size == 4
-    assert len(_held(cluster, NodeRole.ACTIVE)) == 4
-    assert len(_held(cluster, NodeRole.SPARE)) == 1  # the free node, claimed as a spare
+    assert len(cluster.held(NodeRole.ACTIVE)) == 4
+    assert len(cluster.held(NodeRole.SPARE)) == 1  # the free node, claimed as a spare
     replaced = {e.replaced_by for e in cluster.status.failures}
-    assert replaced <= set(_held(cluster, NodeRole.ACTIVE)) and None not in replaced
+    assert replaced <= set(cluster.held(NodeRole.ACTIVE)) and None not in replaced
 
 
 def test_a_pool_that_cannot_make_its_world_is_still_formed_by_the_admission_rule() -> None:
     cluster = _running(6)
     _fail(cluster, "n00", "n01", "n02")  # 3 places lost, 2 spares, no free node: 3 healthy
     assert cluster.status.world_size == 2  # min actives, then the spares
-    assert len(_held(cluster, NodeRole.SPARE)) == 1
+    assert len(cluster.held(NodeRole.SPARE)) == 1

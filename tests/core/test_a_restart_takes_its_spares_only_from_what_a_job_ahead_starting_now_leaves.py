@@ -9,11 +9,9 @@ spares from under it, and the job ahead, which could have started, waited on. A 
 that the free nodes left beside the world do not cover still holds back no spare, and a
 job behind holds back nothing."""
 
-from dataclasses import replace
-
 from phased.api.v1alpha1 import JobState, NodeRole
 from phased.core.decide import decide
-from phased.core.model import Claimant, ClaimNode, JobRef, PodPhase
+from phased.core.model import Claimant, ClaimNode, JobRef
 from tests.core.builders import (
     SETTINGS,
     T0,
@@ -35,9 +33,7 @@ AHEAD_SPEC = spec(phase("train", 3, 3))
 
 def _ahead(wants: int = 3, priority: int = 10) -> Claimant:
     """The job ahead (or behind, by its priority): waiting for ``wants`` 8-GPU H100 nodes."""
-    return Claimant(
-        AHEAD_JOB.uid, priority, T0, {"H100": wants}, gpus_per_node=8, tolerations=()
-    )
+    return Claimant(AHEAD_JOB.uid, priority, T0, {"H100": wants}, gpus_per_node=8, tolerations=())
 
 
 def _running_without_spares(freed: int, waiting: Claimant) -> Cluster:
@@ -56,13 +52,6 @@ def _running_without_spares(freed: int, waiting: Claimant) -> Cluster:
     return cluster
 
 
-def _fail_a_worker(cluster: Cluster) -> None:
-    name = sorted(p for p in cluster.pods if cluster.pods[p].phase == PodPhase.RUNNING)[0]
-    cluster.pods[name] = replace(cluster.pods[name], phase=PodPhase.FAILED)
-    cluster.advance(60)
-    cluster.settle()
-
-
 def _lose_an_active(cluster: Cluster) -> None:
     lost = cluster.held(NodeRole.ACTIVE)[0]
     cluster.nodes[lost] = with_ready(cluster.nodes[lost], False, cluster.now)
@@ -77,7 +66,7 @@ def _free(cluster: Cluster) -> list[str]:
 def test_a_worker_s_failure_leaves_the_job_ahead_the_nodes_it_could_start_on() -> None:
     cluster = _running_without_spares(3, _ahead())
     assert _free(cluster) == ["o00", "o01", "o02"]  # the refill left them to the job ahead
-    _fail_a_worker(cluster)
+    cluster.fail_a_worker()
     assert cluster.status.state == JobState.RUNNING and cluster.status.world_size == 2
     assert cluster.held(NodeRole.SPARE) == []
     assert _free(cluster) == ["o00", "o01", "o02"]
@@ -105,5 +94,5 @@ def test_a_job_ahead_the_nodes_left_beside_the_world_do_not_cover_holds_back_no_
 def test_a_job_behind_it_in_line_holds_back_nothing() -> None:
     cluster = _running_without_spares(3, _ahead(priority=-1))
     assert len(cluster.held(NodeRole.SPARE)) == 2  # refilled before the failure
-    _fail_a_worker(cluster)
+    cluster.fail_a_worker()
     assert len(cluster.held(NodeRole.SPARE)) == 2 and len(_free(cluster)) == 1

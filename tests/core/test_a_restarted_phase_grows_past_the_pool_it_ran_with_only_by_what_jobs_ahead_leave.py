@@ -6,10 +6,8 @@ jobs ahead of it in line need, as a phase being admitted does. Before, any resta
 (a worker's failure, a stuck start) let a running job take every free node up to ``max``,
 from under a job of higher priority waiting for them."""
 
-from dataclasses import replace
-
 from phased.api.v1alpha1 import JobState, NodeRole
-from phased.core.model import Claimant, JobRef, PodPhase
+from phased.core.model import Claimant, JobRef
 from tests.core.builders import T0, Cluster, node, nodes, owned, phase, spec, with_ready
 
 OTHER = JobRef(namespace="ml", name="other", uid="uid-other", created=T0)
@@ -31,17 +29,10 @@ def _running(the_spec, free: int, held_by_other: int) -> Cluster:
     return cluster
 
 
-def _fail_a_worker(cluster: Cluster) -> None:
-    name = sorted(p for p in cluster.pods if cluster.pods[p].phase == PodPhase.RUNNING)[0]
-    cluster.pods[name] = replace(cluster.pods[name], phase=PodPhase.FAILED)
-    cluster.advance(60)
-    cluster.settle()
-
-
 def test_a_restart_does_not_grow_into_the_nodes_a_job_ahead_waits_for() -> None:
     cluster = _running(spec(phase("train", 2, 4)), free=2, held_by_other=2)
     cluster.waiting = (AHEAD,)
-    _fail_a_worker(cluster)
+    cluster.fail_a_worker()
     assert cluster.held(NodeRole.ACTIVE) == ["h00", "h01"]
     assert cluster.status.world_size == 2 and cluster.status.state == JobState.RUNNING
     assert cluster.status.waiting_for == {}  # it runs: it is in nobody's way in line
@@ -50,7 +41,7 @@ def test_a_restart_does_not_grow_into_the_nodes_a_job_ahead_waits_for() -> None:
 def test_it_grows_by_what_the_job_ahead_leaves() -> None:
     cluster = _running(spec(phase("train", 2, 6)), free=2, held_by_other=4)
     cluster.waiting = (AHEAD,)
-    _fail_a_worker(cluster)
+    cluster.fail_a_worker()
     assert len(cluster.held(NodeRole.ACTIVE)) == 3  # 4 free, 3 kept for the job ahead
     assert cluster.status.world_size == 3
 
@@ -58,7 +49,7 @@ def test_it_grows_by_what_the_job_ahead_leaves() -> None:
 def test_a_job_behind_it_in_line_keeps_nothing_from_it() -> None:
     cluster = _running(spec(phase("train", 2, 4)), free=2, held_by_other=2)
     cluster.waiting = (BEHIND,)
-    _fail_a_worker(cluster)
+    cluster.fail_a_worker()
     assert len(cluster.held(NodeRole.ACTIVE)) == 4 and cluster.status.world_size == 4
 
 
