@@ -13,11 +13,12 @@ resumption, interruption, conditions, summary (see :mod:`phased.core.checkpoints
 
 Deletion (``job.deleting``): every worker is deleted explicitly (owner references would
 cascade, but the pods must leave the nodes before the nodes are given back) and every
-active and spare node is released. Quarantined nodes are *not* released: they keep their
-``phased.dev/job-uid`` label, role ``quarantined``, cordon and quarantine note (which names
-the job), outliving the job, so no other job gets a broken node and a person can see where
-it came from. ``Plan.finished`` becomes True once the job holds no active or spare node and
-none of its pods is still running (pods already terminating are left to finish).
+active and spare node is released; the interval since the last pass is charged, as on any
+pass. Quarantined nodes are *not* released: they keep their ``phased.dev/job-uid`` label,
+role ``quarantined``, cordon and quarantine note (which names the job), outliving the job,
+so no other job gets a broken node and a person can see where it came from.
+``Plan.finished`` becomes True once the job holds no active or spare node and none of its
+pods is still running (pods already terminating are left to finish).
 
 Finished jobs (Succeeded or Failed) likewise stop their workers and release their active
 and spare nodes; ``Plan.finished`` is True once they hold none.
@@ -110,7 +111,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     workers = tuple(p for p in snapshot.pods if made_by_job(snapshot.job, p))
     snapshot = replace(snapshot, pods=workers)
     if snapshot.job.deleting:
-        return _deleting(snapshot, settings)
+        return _deleting(snapshot, settings, now)
     spec = snapshot.spec
     if spec is None:
         return _invalid(
@@ -625,9 +626,15 @@ def _charge_hold(
     return status.model_copy(update={"accounting": acc, "phases": records}), events
 
 
-def _deleting(snapshot: Snapshot, settings: Settings) -> Plan:
-    """Delete the workers, release active and spare nodes; quarantined nodes stay."""
-    actions: list[DeletePod | ReleaseNode] = []
+def _deleting(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
+    """Delete the workers, release active and spare nodes; quarantined nodes stay.
+
+    The interval since the last pass is charged at the pool it left, as every pass charges
+    it (the nodes were held until this pass lets them go), and the basis left is an empty
+    pool: once the releases land the job holds nothing, so a later pass of the deletion
+    charges nothing more. A pass whose actions fail writes no status, and the next charges
+    again from the last one written."""
+    actions: list[DeletePod | ReleaseNode | EmitEvent] = []
     running = [p for p in snapshot.pods if not p.deleting]
     for pod in running:
         node = next((n for n in snapshot.nodes if n.name == pod.node_name), None)
@@ -644,4 +651,12 @@ def _deleting(snapshot: Snapshot, settings: Settings) -> Plan:
     status: TrainingJobStatus = snapshot.status.model_copy(
         update={"observed_generation": snapshot.job.generation, "waiting_for": {}}
     )
+    status, gaps = _charge_hold(status, settings, now)
+    actions.extend(gaps)
+    basis = status.accounting.basis
+    if basis is not None:
+        left = UsageBasis(phase=basis.phase, gpu_type=basis.gpu_type)
+        status = status.model_copy(
+            update={"accounting": status.accounting.model_copy(update={"basis": left})}
+        )
     return Plan(actions=tuple(actions), status=status, finished=not held and not running)
