@@ -32,8 +32,12 @@ Each give-back in a row doubles the wait, to at most eight ``pendingGrace``
 before, the wait was ``pendingGrace`` every time, and a namespace refusing for days made the
 job claim, hold idle and give back nodes from the line every other ``pendingGrace``.
 Everything it needs is in the status: the condition's transition is when the refusal began,
-and then when the pool was given back (``poolReturns``: for how long); a pass killed mid-way
-gives back the rest at the next.
+and then when the pool was given back (``poolReturns``: for how long). The return is
+written before the nodes go: the give-back's pass stops the workers and writes it with the
+pool still listed, and the next pass, at once, releases the pool (as it releases whatever a
+pass killed mid-way left held). Before, the nodes went first, and a pass killed before its
+status write left nothing saying the pool had been given back: formed again at once, the
+return uncounted and not waited out.
 
 The workers that did get created meanwhile may fail at the rendezvous timeout, waiting for the
 ranks refused: such a restart is counted, but not to ``restartBudget`` — it is the namespace's
@@ -104,22 +108,26 @@ def give_back_refused(draft: Draft) -> bool:
         if cond.status == "True" and left > 0:
             draft.later(left)
         return False
+    # The return is written before the nodes go: this pass stops the workers and writes it,
+    # the next (at once) releases the pool in the branch above. Released first, a pass cut
+    # before its status write left nothing in the cluster saying the pool had been given
+    # back: the next pass formed it again at once, the return uncounted and not waited out.
     held = len(_pool(draft))
     stopped = _stop_workers(draft)
-    _release_pool(draft)
     returns = draft.status.pool_returns + 1
     wait = returned_wait(grace, returns)
     draft.set(pool_returns=returns)
     again = format_time(draft.now + timedelta(seconds=wait))
     message = (
         f"the API server refused the job's workers for {draft.spec.failure_policy.pending_grace}"
-        f" ({cond.message}): its {held} node(s) were given back"
+        f" ({cond.message}): its {held} node(s) are given back"
         + (f", the {stopped} worker(s) it could create stopped" if stopped else "")
         + f"; it tries again at {again}"
     )
     draft.condition(ConditionType.WORKERS_REFUSED, False, RETURNED, message)
     draft.event(WARNING, RETURNED, message)
     _wait(draft, wait)
+    draft.later(0)  # the pass that releases the pool
     return True
 
 
