@@ -424,6 +424,24 @@ class Reconciler:
         for uid in list(self.jobs):
             self.trigger(uid, routine=routine)
 
+    async def resync(self, period: float) -> None:
+        """Look at every job once over ``period`` seconds, one after another at even
+        spacing (as routine passes); returns when the period is over.
+
+        Woken all at the same moment, the jobs' passes came in a burst every period — at
+        50 jobs and 8 slots, seconds of 8 passes at once, each a GET and a LIST — and a job
+        whose node failed during the burst met a slower API server and waited for a slot
+        (the tail of the time to its swap). Spread, the same looks keep the load level.
+        Jobs that come or go meanwhile are looked at by the next period."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        uids = list(self.jobs)
+        for k, uid in enumerate(uids):
+            await asyncio.sleep(max(0.0, start + period * k / len(uids) - loop.time()))
+            if uid in self.jobs:
+                self.trigger(uid, routine=True)
+        await asyncio.sleep(max(0.0, start + period - loop.time()))
+
     def trigger(self, uid: str, delay: float = 0.0, *, routine: bool = False) -> None:
         """Look at job ``uid`` again (after ``delay`` s). ``routine``: nothing is known to have
         changed (the periodic resync); such a pass waits for a slot behind every job woken

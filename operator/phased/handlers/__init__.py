@@ -105,7 +105,8 @@ async def _periodic(reconciler: Reconciler) -> None:
     resync_every = parse_duration(reconciler.settings.resync_interval)
     last_relist = time.monotonic()
     while True:
-        await asyncio.sleep(max(1, resync_every))
+        # Every job once a period, spread over it (Reconciler.resync), not all at once.
+        await reconciler.resync(max(1, resync_every))
         try:
             if time.monotonic() - last_relist >= relist_every:
                 await reconciler.relist_nodes()
@@ -113,7 +114,6 @@ async def _periodic(reconciler: Reconciler) -> None:
                 last_relist = time.monotonic()
             await reconciler.release_orphans()
             reconciler.survey()
-            reconciler.trigger_all(routine=True)
         except asyncio.CancelledError:
             raise
         except Exception:
