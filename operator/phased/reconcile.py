@@ -366,10 +366,16 @@ class Reconciler:
         theirs now: wake them, as nothing else would (no node changed). So too when a job
         in line moves in it (its ``priority`` edited): the jobs it falls behind may take now
         what they kept for it; and when its deletion begins (it leaves the line then:
-        :meth:`_claimants`)."""
+        :meth:`_claimants`). So too when its spec is edited so that the phase it waits to
+        start has another shape (:meth:`_line_shape`): the jobs behind keep for it only the
+        free nodes it could take, read from that shape."""
         before, place, deleting = _waiting_for(entry.raw), _priority(entry.raw), entry.ref.deleting
-        entry.ref, entry.raw = job_ref_from_raw(raw), raw
+        ref = job_ref_from_raw(raw)
+        edited = bool(before) and ref.generation != entry.ref.generation
+        shape = self._line_shape(entry) if edited else None
+        entry.ref, entry.raw = ref, raw
         moved = before != _waiting_for(raw) or place != _priority(raw)
+        moved = moved or (edited and self._line_shape(entry) != shape)
         if before and (moved or entry.ref.deleting != deleting):
             self.trigger_waiting()
         self._wake_gpu_spare_holders(before, _waiting_for(raw))
