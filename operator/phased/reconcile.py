@@ -72,7 +72,7 @@ from phased.core.model import (
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
 from phased.core.ownership import Kind, LeftAlone, ownership
 from phased.core.podlabels import label_int, made_by_job
-from phased.core.pools import CPU_TYPE, has_type_labels, waiting_shape
+from phased.core.pools import CPU_TYPE, LineShape, has_type_labels, waiting_shape
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
 from phased.kube.client import Invalid, KubeClient, KubeError, NotFound
@@ -172,9 +172,7 @@ class JobEntry:
     claim_refused: bool = False  # in this pass, a claim did not happen as decided
     # The shape of the phase it waits to start, as the other jobs' line reads it, and the
     # (generation, phase index) it was read for.
-    line_shape: (
-        tuple[tuple[int, int], tuple[int, tuple[Any, ...], tuple[str, ...]] | None] | None
-    ) = None
+    line_shape: tuple[tuple[int, int], LineShape | None] | None = None
 
     def look_planned(self, now: float) -> bool:
         """A look is still to come (a fired TimerHandle is not "cancelled": check its due
@@ -366,10 +364,16 @@ class Reconciler:
         theirs now: wake them, as nothing else would (no node changed). So too when a job
         in line moves in it (its ``priority`` edited): the jobs it falls behind may take now
         what they kept for it; and when its deletion begins (it leaves the line then:
-        :meth:`_claimants`)."""
+        :meth:`_claimants`). So too when its spec is edited so that the phase it waits to
+        start has another shape (:meth:`_line_shape`): the jobs behind keep for it only the
+        free nodes it could take, read from that shape."""
         before, place, deleting = _waiting_for(entry.raw), _priority(entry.raw), entry.ref.deleting
-        entry.ref, entry.raw = job_ref_from_raw(raw), raw
+        ref = job_ref_from_raw(raw)
+        edited = bool(before) and ref.generation != entry.ref.generation
+        shape = self._line_shape(entry) if edited else None
+        entry.ref, entry.raw = ref, raw
         moved = before != _waiting_for(raw) or place != _priority(raw)
+        moved = moved or (edited and self._line_shape(entry) != shape)
         if before and (moved or entry.ref.deleting != deleting):
             self.trigger_waiting()
         self._wake_gpu_spare_holders(before, _waiting_for(raw))
@@ -701,13 +705,15 @@ class Reconciler:
                     gpus_per_node=shape[0] if shape is not None else None,
                     tolerations=shape[1] if shape is not None else None,
                     fault_conditions=shape[2] if shape is not None else (),
+                    types=shape[3] if shape is not None else None,
                 )
             )
         return tuple(out)
 
-    def _line_shape(self, entry: JobEntry) -> tuple[int, tuple[Any, ...], tuple[str, ...]] | None:
+    def _line_shape(self, entry: JobEntry) -> LineShape | None:
         """The shape of the phase a waiting job waits to start (its ``gpusPerNode``, its
-        workers' tolerations and its ``gpuFaultConditions``), read from its spec and
+        workers' tolerations, its ``gpuFaultConditions`` and the types it accepts in its
+        order of preference), read from its spec and
         ``status.phaseIndex``, so that the jobs behind it keep only free nodes it could take;
         ``None`` when they cannot be read (then any node of the type it wants is kept for
         it). Remembered per generation and index."""

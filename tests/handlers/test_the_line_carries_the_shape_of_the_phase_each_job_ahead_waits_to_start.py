@@ -63,3 +63,10 @@ def test_each_job_ahead_is_named_with_its_gpu_fault_conditions() -> None:
     assert _line(job("ahead", faults, 1))["ahead"].fault_conditions == ("ThermalThrottle",)
     assert _line(job("ahead", SPEC, 1))["ahead"].fault_conditions == ("GPUXidError", "GPUUnhealthy")
     assert _line(job("ahead", {"phases": "not a list"}, 0))["ahead"].fault_conditions == ()
+
+
+def test_each_job_ahead_is_named_with_the_types_it_accepts_in_its_order_of_preference() -> None:
+    either = {**SPEC, "phases": [{**_phase("train", 8), "gpuTypes": ["H200", "H100"]}]}
+    assert _line(job("ahead", either, 0))["ahead"].types == ("H200", "H100")
+    assert _line(job("ahead", SPEC, 1))["ahead"].types == ("H100",)
+    assert _line(job("ahead", {"phases": "not a list"}, 0))["ahead"].types is None

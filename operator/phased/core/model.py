@@ -197,6 +197,9 @@ class Claimant:
     tolerations: tuple[Mapping[str, Any], ...] | None = None
     # Its ``gpuFaultConditions``: a free node on which one is True is one it never claims.
     fault_conditions: tuple[str, ...] = ()
+    # The types its phase accepts, in its order of preference (``None``: unknown): of several
+    # that free nodes cover, its own pass starts it on the first.
+    types: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ block those that can); one that accepts several
 types waits for one the cluster has enough of (:func:`choose_type`), and reserves its need on
 every accepted type the cluster has enough of (``sizing._wanted_in_line``): alternatives, not a
 sum, so it keeps nothing from a job behind it when free nodes of another of its types cover it
-(:func:`kept_for_ahead`), and is counted once where needs are added up per type
-(:func:`counted_once`). Spare refills of running
+— unless they cover it on the type the job behind waits for and that one comes first in its
+order of preference (:func:`kept_for_ahead`, :func:`_preferred_to`) — and is counted once
+where needs are added up per type (:func:`counted_once`). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
 they ran with; growing beyond it, they take only what the jobs ahead leave. A spare refill,
 and a restart making up its spares, leave a job ahead the free nodes that would admit it now
@@ -291,17 +292,20 @@ def could_run_on(claimant: Claimant, node: NodeInfo, type_key: str, settings: Se
     )
 
 
-def waiting_shape(
-    spec: TrainingJobSpec, phase_index: int
-) -> tuple[int, tuple[Toleration, ...], tuple[str, ...]] | None:
+LineShape = tuple[int, tuple[Toleration, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def waiting_shape(spec: TrainingJobSpec, phase_index: int) -> LineShape | None:
     """The shape of the phase a job at ``phase_index`` waits to start, as the line reads it
-    (:class:`phased.core.model.Claimant`): its ``gpusPerNode``, its workers' tolerations and
-    the job's ``gpuFaultConditions``; ``None`` when the index names no phase."""
+    (:class:`phased.core.model.Claimant`): its ``gpusPerNode``, its workers' tolerations,
+    the job's ``gpuFaultConditions`` and the types the phase accepts in its order of
+    preference; ``None`` when the index names no phase."""
     if not 0 <= phase_index < len(spec.phases):
         return None
     phase = spec.phases[phase_index]
     faults = tuple(spec.failure_policy.gpu_fault_conditions)
-    return phase.gpus_per_node, of_pod_spec(spec.worker_pod(phase).spec), faults
+    tolerations = of_pod_spec(spec.worker_pod(phase).spec)
+    return phase.gpus_per_node, tolerations, faults, tuple(type_keys(phase))
 
 
 def could_take(claimant: Claimant, node: NodeInfo, type_key: str, settings: Settings) -> bool:
@@ -335,7 +339,9 @@ def kept_for_ahead(
     do not tolerate, fewer GPUs than its ``gpusPerNode``) is not kept for it. A job ahead
     (of known shape) that waits for any of several types is kept nothing when the other
     ``free`` nodes of another of its types cover its need (less those the jobs before it in
-    line could take of them): it can start on those (:func:`_covered_elsewhere`)."""
+    line could take of them): it can start on those (:func:`_covered_elsewhere`) — but when
+    the free nodes cover it on ``type_key`` too, only a type it prefers to ``type_key``
+    counts (:func:`_preferred_to`): its own pass starts it on the first it prefers."""
     ahead = sorted(
         (c for c in waiting if c.uid != me.uid and any(n > 0 for n in c.wants.values())),
         key=_line_key,
@@ -366,7 +372,15 @@ def kept_for_ahead(
                 for n in others
                 if n.name not in used and could_take(claimant, n, type_key, settings)
             ]
-            if len(takes) < need and _covered_elsewhere(claimant, type_key, idle, used, settings):
+            here = len(takes) + sum(
+                1
+                for n in mine
+                if n.name not in kept and could_take(claimant, n, type_key, settings)
+            )
+            first = _preferred_to(claimant, type_key) if here >= need else None
+            if len(takes) < need and _covered_elsewhere(
+                claimant, type_key, idle, used, settings, first
+            ):
                 continue
             used.update(takes[:need])
             need -= min(need, len(takes))
@@ -414,13 +428,30 @@ def starting_now(
     return starting
 
 
+def _preferred_to(claimant: Claimant, type_key: str) -> frozenset[str] | None:
+    """The types ``claimant`` prefers to ``type_key`` (``None``: its preference unknown, or
+    ``type_key`` not among its types). Its own pass starts it on the first type in its order
+    that the free nodes cover, so when they cover it on ``type_key``, a job behind it keeps
+    them for it unless one of those types covers it too: when ``type_key`` comes first, the
+    job ahead takes it whatever the free nodes of its other types."""
+    if claimant.types is None or type_key not in claimant.types:
+        return None
+    return frozenset(claimant.types[: claimant.types.index(type_key)])
+
+
 def _covered_elsewhere(
-    claimant: Claimant, type_key: str, idle: Sequence[NodeInfo], used: set[str], settings: Settings
+    claimant: Claimant,
+    type_key: str,
+    idle: Sequence[NodeInfo],
+    used: set[str],
+    settings: Settings,
+    among: frozenset[str] | None = None,
 ) -> bool:
-    """``claimant``'s need of a type other than ``type_key`` is covered by ``idle`` nodes of
-    it that it could take and no job before it counted (``used``, which gets them)."""
+    """``claimant``'s need of a type other than ``type_key`` (of ``among``, when given) is
+    covered by ``idle`` nodes of it that it could take and no job before it counted
+    (``used``, which gets them)."""
     for key, need in sorted(claimant.wants.items()):
-        if key == type_key or need <= 0:
+        if key == type_key or need <= 0 or (among is not None and key not in among):
             continue
         takes = [
             n.name for n in idle if n.name not in used and could_take(claimant, n, key, settings)
