@@ -13,7 +13,8 @@ trouble began to when training resumed. But training also stops when no node is 
 * the **breaker holding active nodes**: nothing is answered, the generation cannot be whole
   — charged from when the first held active node's trouble began, live while it holds. An
   active node whose worker of the running generation has succeeded holds no training (that
-  rank did its part): it opens no stop and keeps none open (:func:`done_nodes`).
+  rank did its part): it opens no stop and keeps none open (:func:`done_nodes`). Nor does
+  a hold before the running phase made its first workers (a boundary): nothing trains yet.
 
 A stop that is open takes a new cause in (its start moves back if the cause began earlier):
 one interruption, however many restarts it took. It ends when training resumed, never while

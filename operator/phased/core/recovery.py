@@ -230,13 +230,15 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     if verdict.holds:
         _hold(draft, verdict, failures)
         # The generation cannot be whole while they are held — unless the held node's
-        # worker has succeeded: that rank did its part, and its peers train on.
+        # worker has succeeded: that rank did its part, and its peers train on. Nor is
+        # anything held before the phase made its first workers (a boundary, a pool being
+        # formed): nothing trains yet, as for a failure answered then (_before_start).
         active = [
             f
             for f in failures
             if f.role == NodeRole.ACTIVE and not worker_done_on(draft, f.node, f.detected)
         ]
-        if active:
+        if active and draft.record.start_time is not None:
             names = ", ".join(sorted(f.node for f in active))
             began = min(f.detected for f in active)
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")

@@ -2,7 +2,10 @@
 
 A worker of the running generation is *stuck* when it is still Pending ``pendingGrace``
 after it was created and its node, if it has one, is Ready and under no suspicion (a node
-failure is answered by failure handling, not here). Why it waits is read from the pod: a
+failure is answered by failure handling, not here). One on no node yet waits for the job's
+active nodes no worker of its generation is on: it is not stuck while one of them is in
+trouble (the breaker holding it keeps its place), and its grace runs from when one was
+healthy again, if that was after it was created. Why it waits is read from the pod: a
 container's waiting reason (``ErrImagePull``, ``ImagePullBackOff``,
 ``CreateContainerConfigError``, ...) or the scheduler's (``Unschedulable``, with its
 message).
@@ -29,11 +32,16 @@ of the generation is Pending.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from phased.api.durations import parse_duration
+from phased.api.v1alpha1 import NodeRole
 from phased.core.conditions import ConditionType
 from phased.core.draft import WARNING, Draft
+from phased.core.failure import healthy_since
 from phased.core.model import DeletePod, PodInfo, PodPhase
 from phased.core.phases import fail, generation_pods, live, world_limit, world_of
+from phased.core.pools import gpu_resource
 from phased.core.recovery import gang_restart, made_before_edit, rejoinable, replace_ranks
 
 
@@ -42,20 +50,49 @@ def _why(pod: PodInfo) -> str:
     return f"{pod.name}: {reason}" + (f" ({pod.waiting_message})" if pod.waiting_message else "")
 
 
+def _places(draft: Draft) -> tuple[bool, datetime | None]:
+    """The places a worker not placed yet waits for: the job's active nodes no worker of the
+    running generation is on. Whether one of them is in trouble (not Ready, a suspect, or
+    held by the breaker, which keeps its place), and the latest time one of the others was
+    healthy again (:func:`phased.core.failure.healthy_since`)."""
+    policy = draft.spec.failure_policy
+    resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
+    held_back = draft.suspect_nodes | draft.breaker_nodes
+    bound = {p.node_name for p in live(generation_pods(draft)) if p.node_name}
+    free = [n for n in draft.held(NodeRole.ACTIVE) if n.name not in bound]
+    troubled = any(not n.ready or n.name in held_back for n in free)
+    back = [
+        since
+        for n in free
+        if (since := healthy_since(n, policy, resource, draft.phase.gpus_per_node)) is not None
+    ]
+    return troubled, max(back, default=None)
+
+
 def stuck_workers(draft: Draft) -> list[PodInfo]:
-    """The generation's workers Pending past the grace (and ask to look again at the next)."""
+    """The generation's workers Pending past the grace (and ask to look again at the next).
+
+    A worker not placed yet is not stuck while a place it waits for is in trouble
+    (:func:`_places`), and its grace runs from when one was healthy again, if that was after
+    it was made: it could not be placed meanwhile."""
     grace = parse_duration(draft.spec.failure_policy.pending_grace)
     held_back = draft.suspect_nodes | draft.breaker_nodes
     deleted = draft.deleted_pods()
+    waiting, back = _places(draft)
     stuck: list[PodInfo] = []
     for pod in live(generation_pods(draft)):
         if pod.phase != PodPhase.PENDING or pod.name in deleted or pod.created is None:
             continue
+        since = pod.created
         if pod.node_name is not None:
             node = draft.nodes.get(pod.node_name)
             if node is None or not node.ready or pod.node_name in held_back:
                 continue
-        left = grace - (draft.now - pod.created).total_seconds()
+        elif waiting:
+            continue
+        elif back is not None:
+            since = max(since, back)
+        left = grace - (draft.now - since).total_seconds()
         if left > 0:
             draft.later(left)
             continue
