@@ -1106,15 +1106,25 @@ class Reconciler:
 
     def left_alone(self) -> dict[str, int]:
         """Nodes this installation leaves alone, by reason (the phased_nodes_left_alone
-        metric): marks it did not write, and nodes recently found occupied."""
+        metric): marks it did not write, quarantined nodes no job holds (a deleted job's
+        keeps its UID: once the jobs are listed, one whose job is not among them), and nodes
+        recently found occupied."""
         counts: dict[str, int] = {}
         for node in self.nodes.all():
             owner = ownership(node, self.settings.installation)
-            if owner.kind == Kind.LEFT_ALONE and owner.reason is not None:
-                counts[owner.reason.value] = counts.get(owner.reason.value, 0) + 1
+            reason = owner.reason if owner.kind == Kind.LEFT_ALONE else None
+            if (
+                owner.kind == Kind.OURS
+                and node.role == NodeRole.QUARANTINED
+                and self.jobs_synced
+                and owner.uid not in self.jobs
+            ):
+                reason = LeftAlone.QUARANTINED
+            if reason is not None:
+                counts[reason.value] = counts.get(reason.value, 0) + 1
             elif owner.kind == Kind.UNMARKED and node.name in self.occupied:
-                reason = LeftAlone.RUNNING_PODS.value
-                counts[reason] = counts.get(reason, 0) + 1
+                busy = LeftAlone.RUNNING_PODS.value
+                counts[busy] = counts.get(busy, 0) + 1
         return counts
 
     def survey(self) -> None:

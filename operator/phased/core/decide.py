@@ -5,8 +5,8 @@ ledger entries from quarantine notes; fold the workers' checkpoint reports into 
 find the position (phase, generation) from status and pods; ensure the checkpoint claim and
 report Secret; time-out and completion checks (possibly advancing several phases, each
 after its final checkpoint when workers report); failure detection and quarantine (or the
-breaker's hold); give back held nodes a person relabelled out of the operator's
-``nodeSelector`` or cordoned; keep the running generation whole
+breaker's hold); give back spares relabelled to another GPU type, and held nodes a person
+relabelled out of the operator's ``nodeSelector`` or cordoned; keep the running generation whole
 (promote, restart); answer workers stuck Pending; take healed nodes back; size the pool and
 start the next generation; clear guests from the job's nodes; checkpoint staleness; then
 resumption, interruption, conditions, summary (see :mod:`phased.core.checkpoints`).
@@ -82,6 +82,7 @@ from phased.core.settings import Settings
 from phased.core.sizing import (
     phase_type,
     recover_phase_start,
+    release_changed_spares,
     release_cordoned,
     release_misfits,
     size_and_start,
@@ -154,6 +155,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     if not live(generation_pods(draft)):
         release_misfits(draft, type_key)
     handle_failures(draft, type_key)
+    release_changed_spares(draft, type_key)
     release_out_of_scope(draft)
     release_cordoned(draft)
     if give_back_refused(draft):

@@ -866,6 +866,22 @@ def _admitted(draft: Draft, short: str = "") -> None:
     draft.condition(ConditionType.ADMISSION_TIMED_OUT, False, "Admitted", "")
 
 
+def release_changed_spares(draft: Draft, type_key: str) -> None:
+    """Give back the spares no longer of the phase's type (their type labels rewritten, by a
+    person or GPU discovery), with ``NodeTypeChanged`` for one that served the phase; never
+    one whose trouble failure handling judges (:func:`_failing`), nor while the breaker
+    holds failures (nothing moves then). Called before the running generation is kept
+    whole, so that no such spare is promoted for a failure seen in the same pass: promoted,
+    it was released as a misfit when the pool was formed again, and the ledger named it as
+    the failed node's replacement."""
+    if draft.breaker_nodes:
+        return
+    for node in draft.held(NodeRole.SPARE):
+        misfit = not has_type_labels(node, type_key, draft.settings)
+        if misfit and not _failing(draft, node, type_key):
+            _release_misfit(draft, node, type_key)
+
+
 def refill_spares(draft: Draft, type_key: str) -> None:
     """While a generation runs: spares back up to ``spares.count``, none beyond the cap.
 
@@ -875,10 +891,7 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     allowed GPU nodes takes none a waiting GPU job wants, though, whatever its place in line
     (:func:`_kept_for_gpu_jobs`):
     a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
-    for node in draft.held(NodeRole.SPARE):
-        misfit = not has_type_labels(node, type_key, draft.settings)
-        if misfit and not _failing(draft, node, type_key):
-            _release_misfit(draft, node, type_key)
+    release_changed_spares(draft, type_key)
     if type_key == CPU_TYPE:
         for node in _gpu_spares_wanted(draft):
             _release(draft, node)

@@ -362,7 +362,9 @@ class NodeVerbs:
         return await self._update(name, mutate) is not None
 
     async def release(self, name: str, job: JobRef) -> bool:
-        """Give a node back: remove the job's labels, annotation and pool taint."""
+        """Give a node back: remove the job's labels, annotations and pool or spare taint.
+        An active or spare node loses every ownership mark; a quarantined one keeps its
+        role, installation, note, cordon and quarantine taint for a person."""
 
         def mutate(node: JSON) -> JSON | None:
             if not self._held(node, job):
@@ -388,7 +390,12 @@ class NodeVerbs:
                 # and kept from the autoscalers till then (a broken node held for a person).
                 patch["metadata"]["labels"][labels.LABEL_ROLE] = None
                 patch["metadata"]["labels"][labels.LABEL_INSTALLATION] = None
-                patch["metadata"]["annotations"].update(_unguard(node))
+                # Every ownership mark goes: the note of a quarantine a person ended by
+                # hand (role set back, taint removed, the note left) too, or the node,
+                # its job labels gone, stayed "partially marked", never claimed again.
+                patch["metadata"]["annotations"].update(
+                    {**dict.fromkeys(labels.OWNERSHIP_ANNOTATIONS), **_unguard(node)}
+                )
             return patch
 
         return await self._update(name, mutate) is not None
