@@ -160,6 +160,10 @@ class JobEntry:
     spec_generation: int = -1
     last_status_write: float = 0.0
     own_resource_version: str = ""
+    # While a status write is on its way: the versions watch events brought meanwhile, judged
+    # once its answer names the version it wrote (:meth:`Reconciler._write_status`).
+    writing_status: bool = False
+    unsettled: list[str] = field(default_factory=list)
     service_ok: bool = False
     report_secret_ok: bool = False
     claim_ok: bool = False
@@ -324,6 +328,10 @@ class Reconciler:
             self._take(entry, raw)
             if echo:
                 return  # our own status write coming back: nothing new to decide
+            if entry.writing_status:
+                # Maybe our own write, come back before its answer: judged by that answer.
+                entry.unsettled.append(rv)
+                return
         # else: the watch lags the responses to our own writes, and this version is older
         # than the one held (which includes it). Taking it would roll the view back: the next
         # status write is a diff against it, and would leave out a field set back to its
@@ -924,7 +932,19 @@ class Reconciler:
         if entry.ref.deleting and plan.finished:
             return  # the object is about to go; nothing left to report
         patch = status_patch(new, entry.raw.get("status"), snapshot.unreadable_status)
-        written = await self.job_verbs.patch_status(entry.ref.namespace, entry.ref.name, patch)
+        # The watch event of this write can come before its answer: taken for someone else's
+        # change, it made the job's pass run once more for nothing (a GET, a LIST and often a
+        # status write). Events that come meanwhile are judged by the version the answer
+        # names; any other version is a change to look at.
+        entry.writing_status, written = True, None
+        try:
+            written = await self.job_verbs.patch_status(entry.ref.namespace, entry.ref.name, patch)
+        finally:
+            entry.writing_status = False
+            own = str(written["metadata"]["resourceVersion"]) if written is not None else None
+            if any(rv != own for rv in entry.unsettled):
+                self.trigger(entry.ref.uid)
+            entry.unsettled.clear()
         entry.last_status_write = time.monotonic()
         if written is not None:
             entry.own_resource_version = str(written["metadata"]["resourceVersion"])
