@@ -29,7 +29,9 @@ every accepted type the cluster has enough of (``sizing._wanted_in_line``): alte
 sum, so it keeps nothing from a job behind it when free nodes of another of its types cover it
 — unless they cover it on the type the job behind waits for and that one comes first in its
 order of preference (:func:`kept_for_ahead`, :func:`_preferred_to`) — and is counted once
-where needs are added up per type (:func:`counted_once`). Spare refills of running
+where needs are added up per type (:func:`counted_once`), and among the jobs the free nodes
+would admit now (:func:`starting_now`), on the first type in its order of preference that
+covers it (:func:`_by_preference`). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
 they ran with; growing beyond it, they take only what the jobs ahead leave. A spare refill,
 and a restart making up its spares, leave a job ahead the free nodes that would admit it now
@@ -254,13 +256,14 @@ def counted_once(
     and those are alternatives, not a sum. In line order, each is counted on the type where it
     is nearest to being covered by the ``nodes`` (free ones, or spares a CPU phase would give
     back) that *it* could run on (:func:`could_run_on`: its ``gpusPerNode`` and tolerations)
-    and no claimant before it was counted on (ties by type name): one that such nodes of a
-    type cover is counted there, and wants nothing of its other types. Nodes it could not run
-    on cover nothing of its need."""
+    and no claimant before it was counted on (ties by its order of preference:
+    :func:`_by_preference`): one that such nodes of a type cover is counted there — on the
+    first it prefers of several they cover, as its own pass starts on it — and wants nothing
+    of its other types. Nodes it could not run on cover nothing of its need."""
     used: set[str] = set()
     counted: dict[str, int] = {}
     for claimant in sorted(claimants, key=_line_key):
-        wants = {k: n for k, n in sorted(claimant.wants.items()) if n > 0}
+        wants = _by_preference(claimant)
         if not wants:
             continue
         takes = {
@@ -400,10 +403,11 @@ def starting_now(
     """The waiting jobs ahead of ``me`` that the ``free`` nodes would admit now, in line
     order: the free nodes of one of the types each wants that it could take
     (:func:`could_take`), less those the jobs before it in line could take (each job
-    ahead counts its need on the first type that covers it, or on every type it wants when
-    none does, as the line keeps it there), reach its need. A running generation's spare
-    refill, and a restart making up its spares, leave them their nodes: their own pass,
-    woken by the same nodes, takes them."""
+    ahead counts its need on the first type in its order of preference that covers it, as
+    its own pass starts on it, or on every type it wants when none does, as the line keeps
+    it there), reach its need. A running generation's spare refill, and a restart making up
+    its spares, leave them their nodes: their own pass, woken by the same nodes, takes
+    them."""
     ahead = sorted(
         (
             c
@@ -415,7 +419,7 @@ def starting_now(
     used: set[str] = set()
     starting: list[Claimant] = []
     for claimant in ahead:
-        wants = {k: n for k, n in sorted(claimant.wants.items()) if n > 0}
+        wants = _by_preference(claimant)
         takes = {
             k: [n.name for n in free if n.name not in used and could_take(claimant, n, k, settings)]
             for k in wants
@@ -426,6 +430,18 @@ def starting_now(
         if covered:
             starting.append(claimant)
     return starting
+
+
+def _by_preference(claimant: Claimant) -> dict[str, int]:
+    """What ``claimant`` wants of each type (those it wants some of), in its order of
+    preference: of several types the free nodes cover, its own pass starts it on the first.
+    Types it does not name, or all when its preference is unknown, come after, by name."""
+    order = claimant.types or ()
+    keys = sorted(
+        (k for k, n in claimant.wants.items() if n > 0),
+        key=lambda k: (order.index(k) if k in order else len(order), k),
+    )
+    return {k: claimant.wants[k] for k in keys}
 
 
 def _preferred_to(claimant: Claimant, type_key: str) -> frozenset[str] | None:
