@@ -37,7 +37,9 @@ uncordon it). With ``ReturnToSpares`` it must stay healthy for ``healthyBeforeRe
 counted from its latest Ready or GPU-condition transition (a flapping node never gets
 there), and no longer count as flapping (:mod:`phased.core.flapping`: its troubles within
 ``flapping.window`` fewer than ``flapping.troubles``); then it rejoins the spares if they
-are short, or is released. A returned node that
+are short, or is released — but not while the breaker holds failures: a failed spare it
+holds still counts among the spares, so the node stays quarantined until the breaker lets
+go (then a proceed that quarantines the spare makes it the spare). A returned node that
 fails again opens a new ledger entry.
 """
 
@@ -1107,6 +1109,10 @@ def return_healed(draft: Draft, type_key: str) -> None:
             and selects(draft.settings.node_selector, node.labels)
             and not theirs
         )
+        if fits and not short and draft.breaker_nodes:
+            # The breaker holds failures: a held spare it may yet quarantine still counts
+            # among the spares, so whether the node is needed is judged once it lets go.
+            continue
         if short and fits and draft.status.state not in (JobState.SUCCEEDED, JobState.FAILED):
             draft.act(UnquarantineNode(node=node.name))
             draft.roles[node.name] = NodeRole.SPARE

@@ -4,8 +4,8 @@ A worker of the running generation is *stuck* when it is still Pending ``pending
 after it was created and its node, if it has one, is Ready and under no suspicion (a node
 failure is answered by failure handling, not here). One on no node yet waits for the job's
 active nodes no worker of its generation is on: it is not stuck while one of them is in
-trouble (the breaker holding it keeps its place), and its grace runs from when one was
-healthy again, if that was after it was created. Why it waits is read from the pod: a
+trouble (the breaker holding it keeps its place, deleted or not), and its grace runs from
+when one was healthy again, if that was after it was created. Why it waits is read from the pod: a
 container's waiting reason (``ErrImagePull``, ``ImagePullBackOff``,
 ``CreateContainerConfigError``, ...) or the scheduler's (``Unschedulable``, with its
 message).
@@ -53,14 +53,19 @@ def _why(pod: PodInfo) -> str:
 def _places(draft: Draft) -> tuple[bool, datetime | None]:
     """The places a worker not placed yet waits for: the job's active nodes no worker of the
     running generation is on. Whether one of them is in trouble (not Ready, a suspect, or
-    held by the breaker, which keeps its place), and the latest time one of the others was
-    healthy again (:func:`phased.core.failure.healthy_since`)."""
+    held by the breaker, which keeps its place even once the node is deleted), and the latest
+    time one of the others was healthy again (:func:`phased.core.failure.healthy_since`)."""
     policy = draft.spec.failure_policy
     resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
     held_back = draft.suspect_nodes | draft.breaker_nodes
     bound = {p.node_name for p in live(generation_pods(draft)) if p.node_name}
     free = [n for n in draft.held(NodeRole.ACTIVE) if n.name not in bound]
-    troubled = any(not n.ready or n.name in held_back for n in free)
+    # A held active node that was deleted keeps its place too, though no Node is left.
+    gone = any(
+        h.role == NodeRole.ACTIVE.value and h.node not in draft.nodes and h.node not in bound
+        for h in draft.status.breaker.held
+    )
+    troubled = gone or any(not n.ready or n.name in held_back for n in free)
     back = [
         since
         for n in free
