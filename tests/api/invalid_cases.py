@@ -886,6 +886,7 @@ VALID_CASES: list[ValidCase] = [
 
 PHASES_MESSAGE = "a phase that has started or run cannot be removed, renamed or reordered"
 SHAPE_MESSAGE = "the running phase's GPU shape (gpusPerNode, gpuTypes) cannot change"
+PLACE_MESSAGE = "where checkpoints are (checkpoint.volume's claim, checkpoint.path) cannot move"
 
 
 class EditCase(NamedTuple):
@@ -912,13 +913,22 @@ def _record(name: str, state: str, **fields: Any) -> Manifest:
 
 
 STARTED = "2026-03-01T12:00:00Z"
+# Where running_job's checkpoints are, as a record says it: no claim, the default path.
+PLACE: Manifest = {"checkpointClaim": "", "checkpointPath": "/checkpoints"}
 TRAINING: Manifest = {
     "state": "Running",
     "phase": "train",
     "phaseIndex": 1,
     "worldSize": 8,
     "phases": [
-        _record("preprocess", "Succeeded", startTime=STARTED, endTime=STARTED, gpusPerNode=0),
+        _record(
+            "preprocess",
+            "Succeeded",
+            startTime=STARTED,
+            endTime=STARTED,
+            gpusPerNode=0,
+            **PLACE,
+        ),
         _record(
             "train",
             "Running",
@@ -926,6 +936,7 @@ TRAINING: Manifest = {
             gpuType="H100",
             gpusPerNode=8,
             gpuTypes=["H100", "H200"],
+            **PLACE,
         ),
         _record("validate", "Pending"),
     ],
@@ -954,6 +965,7 @@ WAITING_NEXT: Manifest = {
             gpuType="H100",
             gpusPerNode=8,
             gpuTypes=["H100", "H200"],
+            **PLACE,
         ),
         _record("validate", "Waiting"),
     ],
@@ -1072,7 +1084,45 @@ EDIT_CASES: list[EditCase] = [
         "phase 'train' has already started",
         PHASES_MESSAGE,
     ),
+    EditCase(
+        "a started job keeps its checkpoint.path",
+        TRAINING,
+        edited(_set("spec.checkpoint", {"path": "/elsewhere"})),
+        "path '/checkpoints' (now '/elsewhere')",
+        PLACE_MESSAGE,
+    ),
+    EditCase(
+        "a started job cannot mount a checkpoint claim it did not start with",
+        TRAINING,
+        edited(_set("spec.checkpoint", {"volume": {"claimName": "ckpt"}})),
+        "claim none (now 'ckpt')",
+        PLACE_MESSAGE,
+    ),
+    EditCase(
+        "a job whose last phase completed keeps its checkpoint place while the next waits",
+        WAITING_NEXT,
+        edited(_set("spec.checkpoint", {"volume": {"size": "1Ti"}})),
+        "claim none (now 'edited-checkpoints')",
+        PLACE_MESSAGE,
+    ),
     # --- accepted: what is still to come, and what the running phase can absorb -------------
+    EditCase(
+        "a started job may change its checkpoint interval and final timeout",
+        TRAINING,
+        edited(_set("spec.checkpoint", {"interval": "15m", "finalTimeout": "30m"})),
+        None,
+        None,
+    ),
+    EditCase(
+        "a job still waiting for its first phase may move its checkpoints",
+        WAITING,
+        job(
+            _set("metadata.name", "edited"),
+            _set("spec.checkpoint", {"volume": {"claimName": "ckpt"}, "path": "/ckpt"}),
+        ),
+        None,
+        None,
+    ),
     EditCase(
         "a phase may be inserted right after the running one",
         TRAINING,

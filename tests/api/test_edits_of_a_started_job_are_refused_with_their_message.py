@@ -8,6 +8,7 @@ import pytest
 
 from phased.api.v1alpha1 import parse_manifest, parse_status
 from phased.core.edits import edit_problems
+from phased.core.model import JobRef
 from tests.api.invalid_cases import EDIT_CASES, EditCase, running_job
 from tests.api.schema_walk import crd_root_schema
 
@@ -15,7 +16,8 @@ from tests.api.schema_walk import crd_root_schema
 @pytest.mark.parametrize("case", EDIT_CASES, ids=[c.id for c in EDIT_CASES])
 def test_the_operator_judges_the_edit_as_the_crd_does(case: EditCase) -> None:
     after = parse_manifest(case.after)
-    problems = edit_problems(after.spec, parse_status(case.status))
+    job = JobRef(namespace="default", name=case.after["metadata"]["name"], uid="u")
+    problems = edit_problems(after.spec, parse_status(case.status), (), job)
     assert (case.model_error is None) == (case.api_error is None), case.id
     if case.model_error is None:
         assert problems == []
@@ -26,14 +28,15 @@ def test_the_operator_judges_the_edit_as_the_crd_does(case: EditCase) -> None:
 def test_the_unedited_job_passes_whatever_its_status() -> None:
     """A status write re-validates the object: an unchanged spec must always pass."""
     spec = parse_manifest(running_job()).spec
+    job = JobRef(namespace="default", name=running_job()["metadata"]["name"], uid="u")
     for case in EDIT_CASES:
-        assert edit_problems(spec, parse_status(case.status)) == []
+        assert edit_problems(spec, parse_status(case.status), (), job) == []
 
 
 def test_every_transition_rule_is_expected_by_some_case() -> None:
     rules = crd_root_schema()["x-kubernetes-validations"]
     transition = {r["message"] for r in rules if "oldSelf" in r["rule"]}
-    assert len(transition) == 2
+    assert len(transition) == 3
     expected = {c.api_error for c in EDIT_CASES if c.api_error}
     for message in transition:
         assert any(e in message for e in expected), message

@@ -60,8 +60,9 @@ def _phase_env(raw: dict[str, Any]) -> None:
     raw["phases"][0]["template"] = {"env": [{"name": "NCCL_ALGO", "value": "Ring"}]}
 
 
-def _checkpoint_path(raw: dict[str, Any]) -> None:
-    raw["checkpoint"]["path"] = "/ckpt"
+def _checkpoint_interval(raw: dict[str, Any]) -> None:
+    # (checkpoint.path cannot move once the job started: that edit holds the job instead)
+    raw["checkpoint"]["interval"] = "15m"
 
 
 def _spares(raw: dict[str, Any]) -> None:
@@ -86,7 +87,7 @@ WORKER_EDITS = [
     ("the image", _image),
     ("the launcher's port", _port),
     ("the phase template's env", _phase_env),
-    ("the checkpoint path", _checkpoint_path),
+    ("the checkpoint interval", _checkpoint_interval),
 ]
 
 

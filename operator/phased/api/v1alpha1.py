@@ -602,6 +602,10 @@ class PhaseRecord(_Status):
     gpu_type: str | None = None
     gpus_per_node: int | None = None  # the GPU shape the phase started with
     gpu_types: list[str] | None = None
+    # Where the phase's checkpoints are, as its workers were made at the start: the claim they
+    # mount ("" when none) and checkpoint.path; the place cannot move once the job started.
+    checkpoint_claim: str | None = None
+    checkpoint_path: str | None = None
     start_time: str | None = None
     end_time: str | None = None
     nodes: int = 0  # active nodes now (or at the end)

@@ -121,7 +121,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     problems = spec_problems(spec, settings)
     if problems:
         return _invalid(snapshot, settings, "; ".join(problems), now)
-    refused = edit_problems(spec, snapshot.status, snapshot.pods)
+    refused = edit_problems(spec, snapshot.status, snapshot.pods, snapshot.job)
     if refused:
         return _invalid(snapshot, settings, "; ".join(refused), now)
     draft = Draft.for_snapshot(snapshot, spec, settings, now)

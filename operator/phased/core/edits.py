@@ -19,6 +19,15 @@ pods of it exist. Then:
    of an older record with workers made before those labels only the chosen ``gpuType`` is
    known, and it must stay accepted, until the first pass records the shape the phase runs
    with: :func:`phased.core.sizing.recover_phase_start`).
+4. once a phase has started, where checkpoints are written to and resumed from keeps: the
+   claim the workers mount (none stays none) and ``checkpoint.path``, as the latest record
+   that has them says (``checkpointClaim``, ``checkpointPath``, recorded at the start). An
+   edit moving them would have the next generation (after a restart, or the next phase)
+   mount another place and resume from nothing — a long run's progress silently lost.
+   ``interval``, ``report`` and ``finalTimeout`` stay editable, and so do the ``size``,
+   ``storageClassName`` and ``accessMode`` of a claim Phased creates: its name does not
+   change, and the claim, once made, is never remade or changed (resize it on the claim
+   itself). A record without the place (an older operator wrote it) judges nothing.
 
 The phase the job waits to start (``status.phaseIndex``, not started) may be renamed or
 replaced by a phase of another name: its record, with what the wait cost (``waitingSeconds``,
@@ -40,8 +49,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from phased.api.v1alpha1 import PhaseRecord, PhaseState, TrainingJobSpec, TrainingJobStatus
-from phased.core.model import PodInfo
+from phased.core.model import JobRef, PodInfo
 from phased.core.podlabels import made_shape
+from phased.core.storage import checkpoint_place
 
 _RAN = frozenset({PhaseState.RUNNING, PhaseState.SUCCEEDED, PhaseState.FAILED})
 
@@ -60,7 +70,10 @@ def started(
 
 
 def edit_problems(
-    spec: TrainingJobSpec, status: TrainingJobStatus, pods: Iterable[PodInfo] = ()
+    spec: TrainingJobSpec,
+    status: TrainingJobStatus,
+    pods: Iterable[PodInfo] = (),
+    job: JobRef | None = None,
 ) -> list[str]:
     """What in ``spec`` contradicts what the job has already done; empty when none."""
     names = [p.name for p in spec.phases]
@@ -88,7 +101,34 @@ def edit_problems(
             "started cannot be removed or renamed"
         )
     problems.extend(_shape_problems(spec, status, list(pods), with_pods))
+    if job is not None:
+        problems.extend(_place_problems(spec, status, job))
     return problems
+
+
+def _place_problems(spec: TrainingJobSpec, status: TrainingJobStatus, job: JobRef) -> list[str]:
+    """Rule 4: the place checkpoints are written to and resumed from keeps once the job has
+    started, as the latest started record says (a record without it — an older operator
+    wrote it — judges nothing)."""
+    placed = [r for r in status.phases if r.checkpoint_path is not None]
+    if not placed:
+        return []
+    record = placed[-1]
+    claim, path = checkpoint_place(job, spec)
+    was: list[str] = []
+    if record.checkpoint_claim is not None and record.checkpoint_claim != claim:
+        now = repr(claim) if claim else "none"
+        then = repr(record.checkpoint_claim) if record.checkpoint_claim else "none"
+        was.append(f"claim {then} (now {now})")
+    if record.checkpoint_path != path:
+        was.append(f"path {record.checkpoint_path!r} (now {path!r})")
+    if not was:
+        return []
+    return [
+        f"the job has started and where its checkpoints are cannot move: they are on "
+        f"{' at '.join(was)}; put checkpoint.volume and checkpoint.path back (the next "
+        "generation would resume from nothing; a new place needs a new job)"
+    ]
 
 
 def _shape_problems(

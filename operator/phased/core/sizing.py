@@ -123,6 +123,7 @@ from phased.core.pools import (
 )
 from phased.core.recovery import keep_troubled_out
 from phased.core.scope import in_scope
+from phased.core.storage import checkpoint_place
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.tolerations import foreign_blocking
 from phased.core.workers import Worker, service_manifest
@@ -1020,8 +1021,13 @@ def start_generation(draft: Draft, type_key: str) -> bool:
 
 
 def _record_start(draft: Draft, type_key: str, start: datetime) -> None:
+    claim, path = checkpoint_place(draft.snap.job, draft.spec)
     draft.update_record(
-        start_time=format_time(start), gpu_type=type_key or None, state=PhaseState.RUNNING
+        start_time=format_time(start),
+        gpu_type=type_key or None,
+        state=PhaseState.RUNNING,
+        checkpoint_claim=claim,
+        checkpoint_path=path,
     )
     _record_shape(draft)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from phased.api.v1alpha1 import CheckpointVolume
+from phased.api.v1alpha1 import CheckpointVolume, TrainingJobSpec
 from phased.core import labels
 from phased.core.model import JobRef
 from phased.core.workers import TOKEN_KEY, owner_reference
@@ -25,6 +25,13 @@ from phased.core.workers import _shorten as shorten
 def claim_name(job: JobRef, volume: CheckpointVolume) -> str:
     """The claim the workers mount: the user's, or the one Phased creates."""
     return volume.claim_name or shorten(job.name, "-checkpoints")
+
+
+def checkpoint_place(job: JobRef, spec: TrainingJobSpec) -> tuple[str, str]:
+    """Where ``spec`` has the workers write checkpoints and resume from: the claim they mount
+    ("" when none) and ``checkpoint.path``."""
+    volume = spec.checkpoint.volume
+    return (claim_name(job, volume) if volume is not None else "", spec.checkpoint.path)
 
 
 def report_secret_name(job: JobRef) -> str:
