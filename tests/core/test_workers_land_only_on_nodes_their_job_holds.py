@@ -1,10 +1,12 @@
 """A worker's required node affinity asks for what makes a node its job's: the job's UID,
-the active role, and this installation's name (or none, on a node claimed by a Phased from
-before installations). A node that still carries the job's UID and the active role but
-another installation's label (a person or another operator's script relabelled it) is not
-the job's: the job moves its worker off it as after any loss of a node. Were the affinity
-the UID and role alone, the scheduler would put the next generation's workers right back
-there, and the job restart its gang again and again."""
+the active role, and this installation's name (a node claimed by a Phased from before
+installations is named instead: see
+test_a_worker_never_lands_on_a_node_whose_labels_were_copied_by_hand). A node that still
+carries the job's UID and the active role but another installation's label (a person or
+another operator's script relabelled it) is not the job's: the job moves its worker off it
+as after any loss of a node. Were the affinity the UID and role alone, the scheduler would
+put the next generation's workers right back there, and the job restart its gang again and
+again."""
 
 from __future__ import annotations
 
@@ -69,17 +71,12 @@ def _a_worker() -> Mapping[str, Any]:
 
 
 ACTIVE = owned(node("a"), NodeRole.ACTIVE)
-LEGACY = replace(
-    _with(ACTIVE, **{labels.LABEL_INSTALLATION: ""}),
-    annotations={labels.ANNOTATION_CLAIMED_AT: "2026-02-01T00:00:00Z"},
-)
 OTHER_INSTALLATION = _with(ACTIVE, **{labels.LABEL_INSTALLATION: "team-b"})
 
 
 def test_a_worker_lands_on_the_jobs_active_nodes_and_on_no_node_it_does_not_hold() -> None:
     worker = _a_worker()
     assert holds(ACTIVE, JOB.uid, SETTINGS.installation) and _lands(worker, ACTIVE)
-    assert holds(LEGACY, JOB.uid, SETTINGS.installation) and _lands(worker, LEGACY)
     assert not holds(OTHER_INSTALLATION, JOB.uid, SETTINGS.installation)
     assert not _lands(worker, OTHER_INSTALLATION)
     spare = owned(node("s"), NodeRole.SPARE)

@@ -321,6 +321,10 @@ def _lands(manifest: dict[str, Any], node: NodeInfo) -> bool:
                 return False
             if expr["operator"] == "DoesNotExist" and value is not None:
                 return False
+        for field in term.get("matchFields", []):
+            assert (field["key"], field["operator"]) == ("metadata.name", "In"), field
+            if node.name not in field["values"]:
+                return False
         return True
 
     if not any(matches(t) for t in required["nodeSelectorTerms"]):
@@ -374,10 +378,8 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             assert metadata["labels"][labels.LABEL_JOB_UID] == snapshot.job.uid
             for node in snapshot.nodes:
                 # The scheduler could bind it only to a node the job holds (a hand-made
-                # copy of the marks without installation nor claimed-at aside: a selector
-                # cannot see annotations).
-                hand_made = labels.LABEL_INSTALLATION not in node.labels
-                if _lands(action.manifest, node) and not hand_made:
+                # copy of the marks without installation nor claimed-at included).
+                if _lands(action.manifest, node):
                     assert holds(node, snapshot.job.uid, SETTINGS.installation), node.name
         elif isinstance(action, EnsureClaim | EnsureSecret):
             metadata = action.manifest["metadata"]

@@ -185,6 +185,17 @@ class Draft:
             key=lambda n: n.name,
         )
 
+    def legacy_active(self) -> tuple[str, ...]:
+        """The active nodes the job holds with no installation label: claimed by a Phased
+        from before installations (``holds`` accepted them by their ``claimed-at``). A
+        worker's affinity names them (:class:`phased.core.workers.Worker`)."""
+        uid, installation = self.snap.job.uid, self.settings.installation
+        return tuple(
+            n.name
+            for n in self.held(NodeRole.ACTIVE)
+            if n.installation is None and holds(n, uid, installation)
+        )
+
     def claiming_active(self) -> bool:
         return any(isinstance(a, ClaimNode) and a.role == NodeRole.ACTIVE for a in self.actions)
 

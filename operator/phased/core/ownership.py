@@ -24,7 +24,8 @@ a node is:
   - ``PartialMarks``: some marks without a consistent set (e.g. ``job`` and ``role`` with
     no ``job-uid``, a pool taint alone, a ``job-uid`` label naming another UID than the
     node's pool taint, or a quarantine taint on an active or spare node: a person edited
-    one of them). Phased did not write this;
+    one of them). Phased did not write this; ``phased release-node`` clears it when no
+    job holds it and its marks name this installation or none;
   - ``Quarantined``: a quarantined node whose job let go of it: it waits for a person
     (``phased release-node``).
 

@@ -701,6 +701,7 @@ def replace_ranks(
             resource=gpu_resource(draft.record.gpu_type or "", draft.settings),
             service_account=draft.settings.workers.service_account,
             installation=draft.settings.installation,
+            legacy_nodes=draft.legacy_active(),
             restarts=draft.status.restarts,
             worker_restarts=draft.status.worker_restarts,
             **checkpoints.worker_options(draft),

@@ -1004,6 +1004,7 @@ def start_generation(draft: Draft, type_key: str) -> bool:
             resource=resource,
             service_account=draft.settings.workers.service_account,
             installation=draft.settings.installation,
+            legacy_nodes=draft.legacy_active(),
             restarts=draft.status.restarts,
             worker_restarts=draft.status.worker_restarts,
             **options,

@@ -163,9 +163,11 @@ class Worker:
     claim: str | None = None  # the checkpoint claim, mounted at checkpoint.path
     report_url: str | None = None  # set when the job's workers report checkpoints
     report_secret: str | None = None  # the Secret holding the report token
-    # settings.installation: the workers land only on nodes carrying it (or, claimed by a
-    # Phased from before installations, none)
+    # settings.installation: the workers land only on nodes carrying it, or on one of
+    # legacy_nodes: the active nodes the job holds that a Phased from before installations
+    # claimed (no installation label, the claim's claimed-at: Draft.legacy_active)
     installation: str = ""
+    legacy_nodes: tuple[str, ...] = ()
     resume: CheckpointRecord | None = None  # the checkpoint a new worker resumes from
 
     @property
@@ -294,22 +296,37 @@ class Worker:
     def _node_terms(self) -> list[dict[str, Any]]:
         """The nodes a worker may land on: those its job holds as active
         (:func:`phased.core.ownership.holds`) — the job's UID, the active role, and this
-        installation's name, or no installation label on a node claimed by a Phased from
-        before installations. A node with the job's UID and role under another
-        installation's name is not the job's: the job moves its worker off it, and the
-        scheduler must not put the next one back (a gang restart on every pass)."""
+        installation's name. A node with the job's UID and role under another installation's
+        name is not the job's: the job moves its worker off it, and the scheduler must not put
+        the next one back (a gang restart on every pass).
+
+        A node claimed by a Phased from before installations has no installation label; its
+        job holds it because it also carries ``claimed-at``, which the scheduler cannot read.
+        Such nodes are named (``matchFields`` on ``metadata.name``, :attr:`legacy_nodes`), so
+        a node a person gave the job's labels by hand, without the installation label, never
+        takes a worker. With none, there is no such term."""
         held: list[dict[str, Any]] = [
             {"key": labels.LABEL_JOB_UID, "operator": "In", "values": [self.job.uid]},
             {"key": labels.LABEL_ROLE, "operator": "In", "values": [NodeRole.ACTIVE.value]},
         ]
-        ours: list[dict[str, Any]] = [
-            {"key": labels.LABEL_INSTALLATION, "operator": "In", "values": [self.installation]}
-        ]
-        legacy: list[dict[str, Any]] = [
-            {"key": labels.LABEL_INSTALLATION, "operator": "DoesNotExist"}
-        ]
-        installations = [ours, legacy] if self.installation else [legacy]
-        return [{"matchExpressions": [*held, *which]} for which in installations]
+        ours: dict[str, Any] = {
+            "matchExpressions": [
+                *held,
+                {"key": labels.LABEL_INSTALLATION, "operator": "In", "values": [self.installation]},
+            ]
+        }
+        if not self.legacy_nodes:
+            return [ours]
+        legacy: dict[str, Any] = {
+            "matchExpressions": [
+                *held,
+                {"key": labels.LABEL_INSTALLATION, "operator": "DoesNotExist"},
+            ],
+            "matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": list(self.legacy_nodes)}
+            ],
+        }
+        return [ours, legacy]
 
     def affinity(self, theirs: dict[str, Any] | None = None) -> dict[str, Any]:
         """Phased's placement on the pool, with the template's own terms added to it.

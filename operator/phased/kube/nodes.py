@@ -200,6 +200,18 @@ class Claim:
     fresh: JSON | None
 
 
+@dataclass(frozen=True)
+class HandRelease:
+    """What ``phased release-node`` did with one node."""
+
+    released: bool
+    # released: "quarantined" or "partially marked"; else why it was left alone
+    why: str
+    # The marks taken away: label and annotation keys, taints as key:effect
+    removed: tuple[str, ...] = ()
+    uncordoned: bool = False
+
+
 class NodeVerbs:
     """``on_seen`` is told every node as a change read or wrote it (the fresh read that gave
     up, the patch's answer; ``None`` when it is gone): the newest state the API has shown,
@@ -443,50 +455,95 @@ class NodeVerbs:
 
         return await self._update(name, mutate) is not None
 
-    async def release_quarantined(self, name: str) -> bool:
-        """A person's release of a quarantined node: uncordon and remove every Phased mark.
+    def _refusal(self, node: JSON) -> str | None:
+        """Why ``phased release-node`` leaves the fresh ``node`` alone; None: it may clear
+        it. It clears a quarantined node, and a node partially marked (marks no job holds
+        it by, such as a quarantined node whose ``role`` label a person removed), when its
+        marks name this installation or none; never another installation's node, nor one a
+        job holds (the operator gives that back when the job lets go)."""
+        info = node_from_raw(node)
+        if not marks(info):
+            return "carries no Phased mark"
+        theirs = info.installation
+        if theirs is not None and theirs != self.installation:
+            return f"marked by installation {theirs}, not {self.installation} (--installation)"
+        if info.role == NodeRole.QUARANTINED:
+            return None
+        uid = info.owner_uid or ""
+        if uid and holds(info, uid, self.installation):
+            found = _labels(node)
+            job = f"{found.get(labels.LABEL_JOB_NAMESPACE, '?')}/{found.get(labels.LABEL_JOB, '?')}"
+            return (
+                f"held by job {job} (uid {uid}) as {info.role}: the operator gives it back "
+                "when the job lets go"
+            )
+        return None
 
-        False: the node is gone or not quarantined. A node that keeps changing under the
-        patch (a kubelet or a repair tool busy with it right after the repair) is tried
-        again after a pause, and if it never settles this raises ``Conflict`` — "not
-        quarantined" would send the person looking for a problem that is not there.
+    async def release_by_hand(self, name: str) -> HandRelease:
+        """A person's release (``phased release-node``): remove every Phased mark, and
+        uncordon a quarantined node (a partially marked one only when its quarantine note
+        says Phased's quarantine cordoned it). :meth:`_refusal` says which nodes it takes.
+
+        A node that keeps changing under the patch (a kubelet or a repair tool busy with it
+        right after the repair) is tried again after a pause, and if it never settles this
+        raises ``Conflict`` — a refusal would send the person looking for a problem that is
+        not there.
         """
-
-        def quarantined(node: JSON) -> bool:
-            return _labels(node).get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value
+        done: list[HandRelease] = []
 
         def mutate(node: JSON) -> JSON | None:
-            if not quarantined(node):
+            if self._refusal(node) is not None:
                 return None
+            found, notes = _labels(node), _annotations(node)
+            quarantined = found.get(labels.LABEL_ROLE) == NodeRole.QUARANTINED.value
+            note = decode_quarantine(notes.get(labels.ANNOTATION_QUARANTINE))
+            cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+            ours = note is not None and not note.cordoned_before
+            uncordon = cordoned and (quarantined or ours)
+            unguard = _unguard(node)
+            removed = (
+                *(k for k in labels.OWNERSHIP_LABELS if k in found),
+                *(k for k in labels.OWNERSHIP_ANNOTATIONS if k in notes),
+                *(k for k in unguard if k in notes),
+                *(
+                    f"{t.get('key')}:{t.get('effect')}"
+                    for t in _taints(node)
+                    if t.get("key") in labels.OWNERSHIP_TAINTS
+                ),
+            )
+            why = "quarantined" if quarantined else "partially marked"
+            done[:] = [HandRelease(True, why, removed, uncordon)]
             # Every ownership mark, from the list ownership reads: one left behind (it was
             # phased.dev/replaces, on a node that had replaced another before it failed)
             # made the node "partially marked", never claimed again.
+            spec: dict[str, Any] = {"taints": _without(_taints(node), *labels.OWNERSHIP_TAINTS)}
+            if uncordon:
+                spec["unschedulable"] = None
             return {
                 "metadata": {
                     "labels": dict.fromkeys(labels.OWNERSHIP_LABELS),
-                    "annotations": {
-                        **dict.fromkeys(labels.OWNERSHIP_ANNOTATIONS),
-                        **_unguard(node),
-                    },
+                    "annotations": {**dict.fromkeys(labels.OWNERSHIP_ANNOTATIONS), **unguard},
                 },
-                "spec": {
-                    "unschedulable": None,
-                    "taints": _without(_taints(node), *labels.OWNERSHIP_TAINTS),
-                },
+                "spec": spec,
             }
 
         for pause in (*_RELEASE_PAUSES, None):
             if await self._update(name, mutate) is not None:
-                return True
+                return done[0]
             try:
-                if not quarantined(await self.get(name)):
-                    return False
+                why = self._refusal(await self.get(name))
             except NotFound:
-                return False
+                return HandRelease(False, "not found")
+            if why is not None:
+                return HandRelease(False, why)
             if pause is None:
                 break
             await asyncio.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter
         raise Conflict(409, "Conflict", f"node {name} kept changing; try again", "patch", "nodes")
+
+    async def release_quarantined(self, name: str) -> bool:
+        """:meth:`release_by_hand`, said as whether the node was released."""
+        return (await self.release_by_hand(name)).released
 
     async def start_clearing(self, name: str, job: JobRef, now: datetime) -> bool:
         """Mark an active node the job holds ``clearing-since`` (``now``): workers are about
