@@ -22,6 +22,7 @@ from e2e.harness import CRD, REPO, Operator
 
 JOB_UID = "phased.dev/job-uid"
 ROLE = "phased.dev/role"
+INSTALLATION = "phased.dev/installation"
 LOGS = Path("/tmp/phased-e2e-logs")
 
 
@@ -89,14 +90,17 @@ def live_workers(core: Any, namespace: str, uid: str) -> list[Any]:
 def release_quarantined(kubeconfig: str) -> None:
     """Give back every node Phased quarantined in earlier tests (as a person would)."""
     core = lib.core_v1(kubeconfig)
-    names = [n.metadata.name for n in core.list_node(label_selector=f"{ROLE}=quarantined").items]
-    for name in names:
-        lib.reset_node(core, name)
-    if names:
+    quarantined = core.list_node(label_selector=f"{ROLE}=quarantined").items
+    # Each installation's nodes are given back in its own name, as its operator's admin would.
+    by_installation: dict[str, list[str]] = {}
+    for node in quarantined:
+        lib.reset_node(core, node.metadata.name)
+        installation = (node.metadata.labels or {}).get(INSTALLATION) or "default"
+        by_installation.setdefault(installation, []).append(node.metadata.name)
+    for installation, names in sorted(by_installation.items()):
+        command = [sys.executable, "-m", "phased", "release-node", "--kubeconfig", kubeconfig]
         done = subprocess.run(
-            [sys.executable, "-m", "phased", "release-node", "--kubeconfig", kubeconfig, *names],
-            capture_output=True,
-            text=True,
+            [*command, "--installation", installation, *names], capture_output=True, text=True
         )
         assert done.returncode == 0, f"phased release-node {names}: {done.stdout}{done.stderr}"
 
