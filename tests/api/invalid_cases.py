@@ -895,6 +895,7 @@ class EditCase(NamedTuple):
     after: Manifest
     model_error: str | None
     api_error: str | None
+    field: str = "spec.phases"  # the field the API server's refusal names (the rule's fieldPath)
 
 
 def running_job() -> Manifest:
@@ -1090,6 +1091,7 @@ EDIT_CASES: list[EditCase] = [
         edited(_set("spec.checkpoint", {"path": "/elsewhere"})),
         "path '/checkpoints' (now '/elsewhere')",
         PLACE_MESSAGE,
+        "spec.checkpoint",
     ),
     EditCase(
         "a started job cannot mount a checkpoint claim it did not start with",
@@ -1097,6 +1099,7 @@ EDIT_CASES: list[EditCase] = [
         edited(_set("spec.checkpoint", {"volume": {"claimName": "ckpt"}})),
         "claim none (now 'ckpt')",
         PLACE_MESSAGE,
+        "spec.checkpoint",
     ),
     EditCase(
         "a job whose last phase completed keeps its checkpoint place while the next waits",
@@ -1104,6 +1107,7 @@ EDIT_CASES: list[EditCase] = [
         edited(_set("spec.checkpoint", {"volume": {"size": "1Ti"}})),
         "claim none (now 'edited-checkpoints')",
         PLACE_MESSAGE,
+        "spec.checkpoint",
     ),
     # --- accepted: what is still to come, and what the running phase can absorb -------------
     EditCase(

@@ -42,6 +42,17 @@ def test_every_transition_rule_is_expected_by_some_case() -> None:
         assert any(e in message for e in expected), message
 
 
+def test_each_refused_case_names_the_field_its_rule_points_at() -> None:
+    """The API server's refusal names the rule's fieldPath; the end-to-end suite looks for
+    the case's field in it."""
+    rules = crd_root_schema()["x-kubernetes-validations"]
+    for case in EDIT_CASES:
+        if case.api_error is None:
+            continue
+        paths = {r["fieldPath"].lstrip(".") for r in rules if case.api_error in r["message"]}
+        assert paths == {case.field}, case.id
+
+
 def test_the_table_refuses_and_accepts_and_names_each_case_once() -> None:
     ids = [c.id for c in EDIT_CASES]
     assert len(set(ids)) == len(ids)
