@@ -12,14 +12,14 @@ import pytest
 from phased.api.v1alpha1 import (
     Accounting,
     JobState,
-    NodeRole,
     PhaseRecord,
     TrainingJobStatus,
     UsageBasis,
 )
 from phased.core.decide import decide
 from phased.core.times import format_time
-from tests.core.builders import JOB, SETTINGS, T0, at, node, owned, pod, snapshot, spec
+from tests.core.builders import JOB, SETTINGS, T0, at, snapshot, spec
+from tests.core.test_each_interval_is_charged_at_the_pool_that_held_during_it import _pool
 
 MINUTE = 60 / 3600
 
@@ -42,15 +42,8 @@ def _running_status() -> TrainingJobStatus:
     )
 
 
-def _held():
-    held = [owned(node(f"a{i}"), NodeRole.ACTIVE) for i in range(2)]
-    held.append(owned(node("s0"), NodeRole.SPARE))
-    pods = [pod(f"llm-train-g0-{i}", "train", i, world=2, node_name=f"a{i}") for i in range(2)]
-    return held, pods
-
-
-def test_the_deletion_pass_charges_the_interval_since_the_last_pass_at_the_pool_it_held():
-    held, pods = _held()
+def test_the_deletion_pass_charges_the_interval_since_the_last_pass_at_the_pool_it_pool():
+    held, pods = _pool()
     deleting = replace(JOB, deleting=True)
     plan = decide(snapshot(spec(), held, pods, _running_status(), job=deleting), SETTINGS, at(60))
     acc = plan.status.accounting
@@ -63,7 +56,7 @@ def test_the_deletion_pass_charges_the_interval_since_the_last_pass_at_the_pool_
 
 
 def test_the_passes_after_the_releases_charge_nothing_more():
-    held, pods = _held()
+    held, pods = _pool()
     deleting = replace(JOB, deleting=True)
     first = decide(snapshot(spec(), held, pods, _running_status(), job=deleting), SETTINGS, at(60))
     assert not first.finished
@@ -75,7 +68,7 @@ def test_the_passes_after_the_releases_charge_nothing_more():
 
 
 def test_a_deletion_pass_whose_releases_were_lost_charges_the_pool_again_from_the_last_write():
-    held, pods = _held()
+    held, pods = _pool()
     deleting = replace(JOB, deleting=True)
     status = _running_status()
     # The first deletion pass's actions failed: its status was not written; the next pass
