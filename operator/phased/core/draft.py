@@ -68,6 +68,9 @@ class Draft:
     # The name the phase the job waits to start had in the written status, when an edit
     # renamed it and its record followed its place (phased.core.edits.carried_record).
     carried_from: str = ""
+    # The unheld candidates (phased.core.sizing._unheld) by the set of nodes the job holds
+    # when they were looked for: the nodes and the pods seen on them do not change in a pass.
+    unheld_memo: dict[frozenset[str], tuple[NodeInfo, ...]] = field(default_factory=dict)
 
     @classmethod
     def for_snapshot(

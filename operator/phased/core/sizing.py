@@ -218,21 +218,29 @@ def _record_type(draft: Draft, type_key: str) -> None:
     )
 
 
-def _unheld(draft: Draft) -> list[NodeInfo]:
+def _unheld(draft: Draft) -> tuple[NodeInfo, ...]:
     """Nodes the job does not hold, within the operator's ``nodeSelector`` (the operator
     also sees nodes out of it that carry its marks, and one it read to learn whether a pool
     node was deleted), on which no pod of others was seen and none of the job's
     ``gpuFaultConditions`` is True (claimed, such a node would fail at once, dated from its
-    fault's own start, long before the job held it)."""
-    faults = draft.spec.failure_policy.gpu_fault_conditions
-    return [
-        n
-        for n in draft.nodes.values()
-        if n.name not in draft.roles
-        and n.name not in draft.occupied
-        and in_scope(n, draft.settings)
-        and not any((c := n.condition(kind)) is not None and c.status == "True" for kind in faults)
-    ]
+    fault's own start, long before the job held it).
+
+    Looked for once per set of nodes the job holds in a pass (``Draft.unheld_memo``): a
+    failure's pass asked up to five times, each a walk over every node of the cluster."""
+    held = frozenset(draft.roles)
+    found = draft.unheld_memo.get(held)
+    if found is None:
+        faults = frozenset(draft.spec.failure_policy.gpu_fault_conditions)
+        found = tuple(
+            n
+            for n in draft.nodes.values()
+            if n.name not in held
+            and n.name not in draft.occupied
+            and in_scope(n, draft.settings)
+            and not any(c.status == "True" and c.type in faults for c in n.conditions)
+        )
+        draft.unheld_memo[held] = found
+    return found
 
 
 _SURFACED = (LeftAlone.OTHER_INSTALLATION, LeftAlone.NO_INSTALLATION, LeftAlone.PARTIAL_MARKS)
