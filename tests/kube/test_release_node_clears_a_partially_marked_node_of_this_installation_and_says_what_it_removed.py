@@ -121,3 +121,26 @@ def test_a_node_a_job_holds_and_an_unmarked_node_are_left_alone() -> None:
     assert code == 1
     assert {name: repr(raw) for name, raw in cluster.nodes.items()} == before
     assert err.count(UID) == 2 and "no Phased mark" in err and "not found" in err
+
+
+def test_a_cordon_someone_put_on_the_node_before_its_quarantine_stays_and_is_said() -> None:
+    """Phased's quarantine found the node cordoned already (the note's ``cordonedBefore``):
+    that cordon is a person's, as it is when Phased returns a healed node, so releasing the
+    quarantine by hand takes Phased's marks and leaves the cordon. Before, the release
+    uncordoned it, undoing the cordon of whoever had found the node suspicious."""
+    cluster = FakeCluster()
+    _quarantined(cluster, "q")
+    _quarantined(cluster, "p")  # the same, its role removed by hand: partially marked
+    before = NOTE.replace("}", ', "cordonedBefore": true}')
+    for name in ("q", "p"):
+        cluster.nodes[name]["metadata"]["annotations"][labels.ANNOTATION_QUARANTINE] = before
+    del cluster.nodes["p"]["metadata"]["labels"][labels.LABEL_ROLE]
+
+    code, out, _ = _release(cluster, "q", "p")
+
+    assert code == 0
+    for name in ("q", "p"):
+        assert _unmarked(cluster, name)
+        assert cluster.nodes[name]["spec"].get("unschedulable") is True
+    assert "uncordoned" not in out
+    assert out.count("left cordoned: it was cordoned before its quarantine") == 2

@@ -59,3 +59,19 @@ def test_a_quarantined_node_without_a_readable_note_says_so() -> None:
 def test_no_node_at_all() -> None:
     assert views.nodes_view([]) == []
     assert views.render_nodes([]) == "No node is held or quarantined by Phased.\n"
+
+
+def test_the_release_hint_names_the_installation_that_marked_the_nodes() -> None:
+    """``phased release-node`` leaves another installation's nodes alone (its
+    ``--installation`` defaults to ``$PHASED_INSTALLATION`` or ``default``): the hint names
+    the installation each quarantined node carries, so that copying it releases the node."""
+    nodes = [node(f"q{i}", "quarantined", note=NOTE) for i in range(3)]
+    nodes[0]["metadata"]["labels"]["phased.dev/installation"] = "team-b"
+    nodes[1]["metadata"]["labels"]["phased.dev/installation"] = "default"
+    text = views.render_nodes(views.nodes_view(nodes))
+    hints = [line.strip() for line in text.splitlines() if "release when repaired" in line]
+    assert hints == [
+        "release when repaired: phased release-node q2",  # marked before installations
+        "release when repaired: phased release-node --installation default q1",
+        "release when repaired: phased release-node --installation team-b q0",
+    ]

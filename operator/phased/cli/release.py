@@ -2,10 +2,11 @@
 
 A node Phased quarantined stays cordoned, tainted and labelled until a person has looked at
 it (policy ``Quarantine``). This command uncordons it and removes every Phased mark, so any
-job (or any other workload) can use it again. It also clears a node left *partially
-marked* — Phased marks that no job holds it by, such as a quarantined node from which a
-person removed only the ``role`` label — which no job would ever claim again; such a node
-is uncordoned only when its quarantine note says Phased's quarantine cordoned it. Each
+job (or any other workload) can use it again; a cordon someone put on the node before its
+quarantine (its note says ``cordonedBefore``) is theirs, and stays. It also clears a node
+left *partially marked* — Phased marks that no job holds it by, such as a quarantined node
+from which a person removed only the ``role`` label — which no job would ever claim again;
+such a node is uncordoned only when its quarantine note says Phased's quarantine cordoned it. Each
 release says which marks it removed.
 
 It leaves alone, and says why: a node of another installation (``--installation``, by
@@ -64,6 +65,11 @@ async def release_nodes(verbs: NodeVerbs, names: list[str], out: TextIO, err: Te
             continue
         what = f"removed {', '.join(done.removed)}" if done.removed else "no mark left"
         cordon = "; uncordoned" if done.uncordoned else ""
+        if done.kept_cordon:
+            cordon = (
+                "; left cordoned: it was cordoned before its quarantine, not by Phased "
+                "(kubectl uncordon it when it may take work)"
+            )
         print(f"{name}: released ({done.why}): {what}{cordon}", file=out)
     return 1 if failed else 0
 

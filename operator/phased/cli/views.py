@@ -462,6 +462,7 @@ def nodes_view(nodes: Sequence[Mapping[str, Any]]) -> list[JSON]:
                 "cordoned": bool((node.get("spec") or {}).get("unschedulable", False)),
                 "accelerators": _accelerators(node),
                 "claimedAt": annotations.get(labels.ANNOTATION_CLAIMED_AT),
+                "installation": node_labels.get(labels.LABEL_INSTALLATION, ""),
                 "quarantine": None
                 if note is None
                 else {
@@ -516,6 +517,12 @@ def render_nodes(rows: Sequence[Mapping[str, Any]]) -> str:
             )
             if q["message"]:
                 lines.append(f"      {q['message']}")
-        names = " ".join(r["name"] for r in quarantined)
-        lines.append(f"  release when repaired: phased release-node {names}")
+        # release-node leaves another installation's nodes alone: each hint names the one
+        # that marked its nodes (none for nodes marked before installations)
+        by_installation: dict[str, list[str]] = {}
+        for r in quarantined:
+            by_installation.setdefault(r.get("installation") or "", []).append(r["name"])
+        for installation, names in sorted(by_installation.items()):
+            flag = f"--installation {installation} " if installation else ""
+            lines.append(f"  release when repaired: phased release-node {flag}{' '.join(names)}")
     return "\n".join(lines) + "\n"

@@ -210,6 +210,8 @@ class HandRelease:
     # The marks taken away: label and annotation keys, taints as key:effect
     removed: tuple[str, ...] = ()
     uncordoned: bool = False
+    # Left cordoned: its quarantine note says someone had cordoned it before the quarantine
+    kept_cordon: bool = False
 
 
 class NodeVerbs:
@@ -481,8 +483,11 @@ class NodeVerbs:
 
     async def release_by_hand(self, name: str) -> HandRelease:
         """A person's release (``phased release-node``): remove every Phased mark, and
-        uncordon a quarantined node (a partially marked one only when its quarantine note
-        says Phased's quarantine cordoned it). :meth:`_refusal` says which nodes it takes.
+        uncordon the node when the cordon is Phased's: a quarantined node unless its
+        quarantine note says someone had cordoned it before (that cordon is theirs and
+        stays, as it does when Phased returns a healed node), a partially marked one only
+        when its note says Phased's quarantine cordoned it. :meth:`_refusal` says which
+        nodes it takes.
 
         A node that keeps changing under the patch (a kubelet or a repair tool busy with it
         right after the repair) is tried again after a pause, and if it never settles this
@@ -499,7 +504,8 @@ class NodeVerbs:
             note = decode_quarantine(notes.get(labels.ANNOTATION_QUARANTINE))
             cordoned = bool((node.get("spec") or {}).get("unschedulable"))
             ours = note is not None and not note.cordoned_before
-            uncordon = cordoned and (quarantined or ours)
+            theirs = note is not None and note.cordoned_before
+            uncordon = cordoned and (ours or (quarantined and note is None))
             unguard = _unguard(node)
             removed = (
                 *(k for k in labels.OWNERSHIP_LABELS if k in found),
@@ -512,7 +518,7 @@ class NodeVerbs:
                 ),
             )
             why = "quarantined" if quarantined else "partially marked"
-            done[:] = [HandRelease(True, why, removed, uncordon)]
+            done[:] = [HandRelease(True, why, removed, uncordon, cordoned and theirs)]
             # Every ownership mark, from the list ownership reads: one left behind (it was
             # phased.dev/replaces, on a node that had replaced another before it failed)
             # made the node "partially marked", never claimed again.
