@@ -101,7 +101,7 @@ from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.selector import selects
 from phased.core.times import format_time, parse_time
-from phased.core.workers import Worker, worker_spec
+from phased.core.workers import Worker, worker_specs
 
 
 def _next_id(draft: Draft) -> int:
@@ -883,9 +883,10 @@ def _remade(draft: Draft, pods: list[PodInfo]) -> bool:
 
 def made_before_edit(draft: Draft, pod: PodInfo) -> bool:
     """``pod`` was made from another worker spec than the running phase's as it is now (its
-    ``phased.dev/worker-spec`` label; none, from before the label existed: taken as not)."""
-    now = worker_spec(draft.spec, draft.phase)
-    return pod.labels.get(labels.LABEL_WORKER_SPEC, now) != now
+    ``phased.dev/worker-spec`` label, as this operator or one before it wrote it:
+    :func:`worker_specs`; none, from before the label existed: taken as not)."""
+    made = pod.labels.get(labels.LABEL_WORKER_SPEC)
+    return made is not None and made not in worker_specs(draft.spec, draft.phase)
 
 
 def _alone_note(draft: Draft, pods: list[PodInfo]) -> str:

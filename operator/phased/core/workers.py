@@ -127,21 +127,52 @@ def service_manifest(job: JobRef) -> dict[str, Any]:
 def worker_spec(spec: TrainingJobSpec, phase: Phase) -> str:
     """A digest of what ``spec`` makes every worker of ``phase`` from, whatever its rank,
     generation or attempt: the merged template (image, env, volumes, resources, tolerations,
-    affinity terms, labels, annotations...), the launcher, the GPUs per node and the
-    checkpoint settings it is given. ``checkpoint.report`` is left out: whether a worker can
-    report has its own label and rule (:mod:`phased.core.checkpoints`), and
-    ``checkpoint.finalTimeout`` is the operator's alone."""
+    affinity terms, labels, annotations...), the launcher, the GPUs per node and what the
+    checkpoint settings put in it (:func:`_checkpoint_made`). ``checkpoint.report`` is left
+    out: whether a worker can report has its own label and rule
+    (:mod:`phased.core.checkpoints`), and ``checkpoint.finalTimeout`` is the operator's
+    alone."""
+    return _digest(_made(spec, phase, _checkpoint_made(spec)))
+
+
+def worker_specs(spec: TrainingJobSpec, phase: Phase) -> frozenset[str]:
+    """The ``phased.dev/worker-spec`` labels a worker made from ``spec`` may carry: the one
+    :func:`worker_spec` writes, and the one an operator from before it wrote, which took
+    the whole ``checkpoint`` section (the claim's size, storage class and access mode too)
+    — so an upgrade does not take every running worker for one made before an edit."""
+    whole = spec.checkpoint.model_dump(
+        mode="json", by_alias=True, exclude={"report", "final_timeout"}
+    )
+    return frozenset({worker_spec(spec, phase), _digest(_made(spec, phase, whole))})
+
+
+def _checkpoint_made(spec: TrainingJobSpec) -> dict[str, Any]:
+    """What the checkpoint settings put in a worker: the interval it is told (in seconds,
+    as it is told it), the path the claim is mounted at, and which claim — the one named
+    (``claimName``), or the job's own (``<job>-checkpoints``), whatever its ``size``,
+    ``storageClassName`` and ``accessMode``: that claim is made once and never remade, so an
+    edit of them makes no worker otherwise."""
+    volume = spec.checkpoint.volume
+    return {
+        "intervalSeconds": parse_duration(spec.checkpoint.interval),
+        "path": spec.checkpoint.path,
+        "volume": None if volume is None else {"claimName": volume.claim_name},
+    }
+
+
+def _made(spec: TrainingJobSpec, phase: Phase, checkpoint: dict[str, Any]) -> dict[str, Any]:
     pod = spec.worker_pod(phase)
-    made = {
+    return {
         "labels": pod.labels,
         "annotations": pod.annotations,
         "spec": pod.spec,
         "launcher": spec.launcher_of(phase).model_dump(mode="json", by_alias=True),
         "gpusPerNode": phase.gpus_per_node,
-        "checkpoint": spec.checkpoint.model_dump(
-            mode="json", by_alias=True, exclude={"report", "final_timeout"}
-        ),
+        "checkpoint": checkpoint,
     }
+
+
+def _digest(made: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()[:16]
 
 
