@@ -27,10 +27,14 @@ pods of it exist. Then:
    ``interval``, ``report`` and ``finalTimeout`` stay editable, and so do the ``size``,
    ``storageClassName`` and ``accessMode`` of a claim Phased creates: its name does not
    change, and the claim, once made, is never remade or changed (resize it on the claim
-   itself). With no record that has the place — an older operator wrote the records, or
-   the status write of the first start was lost, so the CRD's rules let a move through —
-   the newest worker is the witness: the claim its pod mounts and the path it was given
-   (:func:`phased.core.storage.made_place`); before, nothing was judged.
+   itself). A switch between a claim Phased creates (``size``) and an existing one
+   (``claimName``) is a move even to the same name (``<job>-checkpoints``), judged against
+   the kind the record keeps (``checkpointClaimCreated``), as the CRD's rule refuses it
+   (``has(size)`` may not change). With no record that has the place — an older operator
+   wrote the records, or the status write of the first start was lost, so the CRD's rules
+   let a move through — the newest worker is the witness: the claim its pod mounts and
+   the path it was given (:func:`phased.core.storage.made_place`); before, nothing was
+   judged.
 
 The phase the job waits to start (``status.phaseIndex``, not started) may be renamed or
 replaced by a phase of another name: its record, with what the wait cost (``waitingSeconds``,
@@ -54,7 +58,7 @@ from collections.abc import Iterable
 from phased.api.v1alpha1 import PhaseRecord, PhaseState, TrainingJobSpec, TrainingJobStatus
 from phased.core.model import JobRef, PodInfo
 from phased.core.podlabels import made_shape
-from phased.core.storage import checkpoint_place, made_place
+from phased.core.storage import checkpoint_place, claim_created, made_place
 
 _RAN = frozenset({PhaseState.RUNNING, PhaseState.SUCCEEDED, PhaseState.FAILED})
 
@@ -126,11 +130,22 @@ def _place_problems(
             return []
         record = PhaseRecord(name="", checkpoint_claim=made[0], checkpoint_path=made[1])
     claim, path = checkpoint_place(job, spec)
+    created = claim_created(spec)
     was: list[str] = []
     if record.checkpoint_claim is not None and record.checkpoint_claim != claim:
         now = repr(claim) if claim else "none"
         then = repr(record.checkpoint_claim) if record.checkpoint_claim else "none"
         was.append(f"claim {then} (now {now})")
+    elif (
+        claim
+        and record.checkpoint_claim == claim
+        and record.checkpoint_claim_created is not None
+        and record.checkpoint_claim_created != created
+    ):
+        # The same name, the other kind: the CRD's rule refuses the switch too.
+        was.append(
+            f"claim {claim!r} as {_kind(record.checkpoint_claim_created)} (now {_kind(created)})"
+        )
     if record.checkpoint_path != path:
         was.append(f"path {record.checkpoint_path!r} (now {path!r})")
     if not was:
@@ -140,6 +155,10 @@ def _place_problems(
         f"{' at '.join(was)}; put checkpoint.volume and checkpoint.path back (the next "
         "generation would resume from nothing; a new place needs a new job)"
     ]
+
+
+def _kind(created: bool | None) -> str:
+    return "a claim Phased creates (size)" if created else "an existing claim (claimName)"
 
 
 def _shape_problems(

@@ -123,7 +123,7 @@ from phased.core.pools import (
 )
 from phased.core.recovery import keep_troubled_out
 from phased.core.scope import in_scope
-from phased.core.storage import checkpoint_place, made_place
+from phased.core.storage import checkpoint_place, claim_created, made_place
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.tolerations import foreign_blocking
 from phased.core.workers import Worker, service_manifest
@@ -1035,9 +1035,15 @@ def _record_place(draft: Draft) -> None:
     whose workers are being created in this pass). The workers are the witness when the
     status write that recorded the start was lost, or an older operator wrote a record
     without the place: an edit moving it meanwhile is not recorded as the place they use."""
+    ours = checkpoint_place(draft.snap.job, draft.spec)
     made = made_place(draft.snap.job, draft.spec, draft.phase_pods())
-    claim, path = made if made is not None else checkpoint_place(draft.snap.job, draft.spec)
-    draft.update_record(checkpoint_claim=claim, checkpoint_path=path)
+    claim, path = made if made is not None else ours
+    # A pod does not say whether its claim is one Phased created: the spec's word when it
+    # names the claim the workers mount, else unknown (None: the name alone is judged).
+    created = claim_created(draft.spec) if claim and claim == ours[0] else None
+    draft.update_record(
+        checkpoint_claim=claim, checkpoint_path=path, checkpoint_claim_created=created
+    )
 
 
 def _record_shape(draft: Draft) -> None:
@@ -1074,8 +1080,9 @@ def _recover_record(draft: Draft) -> None:
     the shape the phase runs with from its workers' labels, or else from the spec (found
     valid by the edit re-check, which keeps the chosen type among ``gpuTypes``), and where
     its checkpoints are from its workers' pods (only from them: with no workers the spec
-    could name a place moved meanwhile), so that the re-check (and, for the shape, the
-    CRD's rules) judges later edits against the record."""
+    could name a place moved meanwhile), and whether its claim is one Phased creates from
+    the spec that names that claim, so that the re-check (and, for the shape, the CRD's
+    rules) judges later edits against the record."""
     record = draft.record
     if record.gpus_per_node is None or record.gpu_types is None:
         _record_shape(draft)
@@ -1083,6 +1090,14 @@ def _recover_record(draft: Draft) -> None:
         draft.snap.job, draft.spec, draft.phase_pods()
     ):
         _record_place(draft)
+    elif (
+        record.checkpoint_claim_created is None
+        and record.checkpoint_claim
+        and record.checkpoint_claim == checkpoint_place(draft.snap.job, draft.spec)[0]
+    ):
+        # A record from before the kind was recorded: the spec's (it names the same claim,
+        # and the CRD's rule judges a switch of kind against the spec as it was).
+        draft.update_record(checkpoint_claim_created=claim_created(draft.spec))
 
 
 def _give_back_surplus(draft: Draft) -> None:

@@ -35,6 +35,15 @@ def checkpoint_place(job: JobRef, spec: TrainingJobSpec) -> tuple[str, str]:
     return (claim_name(job, volume) if volume is not None else "", spec.checkpoint.path)
 
 
+def claim_created(spec: TrainingJobSpec) -> bool | None:
+    """Whether ``spec``'s checkpoint claim is one Phased creates (``size``) rather than an
+    existing one it names (``claimName``); None when it has no volume. A switch between the
+    two moves the checkpoints even when the names agree (``claimName: <job>-checkpoints``):
+    the CRD refuses it, and so does the edit re-check."""
+    volume = spec.checkpoint.volume
+    return None if volume is None else volume.claim_name is None
+
+
 def made_place(
     job: JobRef, spec: TrainingJobSpec, pods: Iterable[PodInfo]
 ) -> tuple[str, str] | None:
