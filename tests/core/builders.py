@@ -52,6 +52,7 @@ from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_qua
 from phased.core.reports import Report, ReportStore, merge
 from phased.core.settings import Settings
 from phased.core.times import format_time
+from phased.kube.convert import checkpoint_fields
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 LONG_AGO = T0 - timedelta(days=1)
@@ -364,6 +365,7 @@ class Cluster:
                 labels=dict(meta["labels"]),
                 created=self.now,
                 controller=owner["uid"],
+                **checkpoint_fields(action.manifest["spec"]),
             )
         elif isinstance(action, DeletePod):
             self.pods.pop(action.name, None)

@@ -606,6 +606,9 @@ class PhaseRecord(_Status):
     # mount ("" when none) and checkpoint.path; the place cannot move once the job started.
     checkpoint_claim: str | None = None
     checkpoint_path: str | None = None
+    # Whether that claim is one Phased creates (checkpoint.volume.size) rather than an existing
+    # one the spec names (claimName): a switch between the two is a move, even to the same name.
+    checkpoint_claim_created: bool | None = None
     start_time: str | None = None
     end_time: str | None = None
     nodes: int = 0  # active nodes now (or at the end)

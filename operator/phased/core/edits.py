@@ -27,7 +27,14 @@ pods of it exist. Then:
    ``interval``, ``report`` and ``finalTimeout`` stay editable, and so do the ``size``,
    ``storageClassName`` and ``accessMode`` of a claim Phased creates: its name does not
    change, and the claim, once made, is never remade or changed (resize it on the claim
-   itself). A record without the place (an older operator wrote it) judges nothing.
+   itself). A switch between a claim Phased creates (``size``) and an existing one
+   (``claimName``) is a move even to the same name (``<job>-checkpoints``), judged against
+   the kind the record keeps (``checkpointClaimCreated``), as the CRD's rule refuses it
+   (``has(size)`` may not change). With no record that has the place — an older operator
+   wrote the records, or the status write of the first start was lost, so the CRD's rules
+   let a move through — the newest worker is the witness: the claim its pod mounts and
+   the path it was given (:func:`phased.core.storage.made_place`); before, nothing was
+   judged.
 
 The phase the job waits to start (``status.phaseIndex``, not started) may be renamed or
 replaced by a phase of another name: its record, with what the wait cost (``waitingSeconds``,
@@ -51,7 +58,7 @@ from collections.abc import Iterable
 from phased.api.v1alpha1 import PhaseRecord, PhaseState, TrainingJobSpec, TrainingJobStatus
 from phased.core.model import JobRef, PodInfo
 from phased.core.podlabels import made_shape
-from phased.core.storage import checkpoint_place
+from phased.core.storage import checkpoint_place, claim_created, made_place
 
 _RAN = frozenset({PhaseState.RUNNING, PhaseState.SUCCEEDED, PhaseState.FAILED})
 
@@ -76,6 +83,7 @@ def edit_problems(
     job: JobRef | None = None,
 ) -> list[str]:
     """What in ``spec`` contradicts what the job has already done; empty when none."""
+    pods = list(pods)
     names = [p.name for p in spec.phases]
     with_pods = frozenset(p.phase_name for p in pods if p.phase_name)
     problems: list[str] = []
@@ -100,26 +108,44 @@ def edit_problems(
             f"phase {name!r} has worker pods but is no longer in the spec: a phase that "
             "started cannot be removed or renamed"
         )
-    problems.extend(_shape_problems(spec, status, list(pods), with_pods))
+    problems.extend(_shape_problems(spec, status, pods, with_pods))
     if job is not None:
-        problems.extend(_place_problems(spec, status, job))
+        problems.extend(_place_problems(spec, status, job, pods))
     return problems
 
 
-def _place_problems(spec: TrainingJobSpec, status: TrainingJobStatus, job: JobRef) -> list[str]:
+def _place_problems(
+    spec: TrainingJobSpec, status: TrainingJobStatus, job: JobRef, pods: Iterable[PodInfo]
+) -> list[str]:
     """Rule 4: the place checkpoints are written to and resumed from keeps once the job has
-    started, as the latest started record says (a record without it — an older operator
-    wrote it — judges nothing)."""
+    started, as the latest record that has it says; with none (an older operator wrote the
+    records, or the status write of the start was lost), as the newest worker says
+    (:func:`phased.core.storage.made_place`)."""
     placed = [r for r in status.phases if r.checkpoint_path is not None]
-    if not placed:
-        return []
-    record = placed[-1]
+    if placed:
+        record = placed[-1]
+    else:
+        made = made_place(job, spec, pods)
+        if made is None:
+            return []
+        record = PhaseRecord(name="", checkpoint_claim=made[0], checkpoint_path=made[1])
     claim, path = checkpoint_place(job, spec)
+    created = claim_created(spec)
     was: list[str] = []
     if record.checkpoint_claim is not None and record.checkpoint_claim != claim:
         now = repr(claim) if claim else "none"
         then = repr(record.checkpoint_claim) if record.checkpoint_claim else "none"
         was.append(f"claim {then} (now {now})")
+    elif (
+        claim
+        and record.checkpoint_claim == claim
+        and record.checkpoint_claim_created is not None
+        and record.checkpoint_claim_created != created
+    ):
+        # The same name, the other kind: the CRD's rule refuses the switch too.
+        was.append(
+            f"claim {claim!r} as {_kind(record.checkpoint_claim_created)} (now {_kind(created)})"
+        )
     if record.checkpoint_path != path:
         was.append(f"path {record.checkpoint_path!r} (now {path!r})")
     if not was:
@@ -129,6 +155,10 @@ def _place_problems(spec: TrainingJobSpec, status: TrainingJobStatus, job: JobRe
         f"{' at '.join(was)}; put checkpoint.volume and checkpoint.path back (the next "
         "generation would resume from nothing; a new place needs a new job)"
     ]
+
+
+def _kind(created: bool | None) -> str:
+    return "a claim Phased creates (size)" if created else "an existing claim (claimName)"
 
 
 def _shape_problems(

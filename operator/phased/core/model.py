@@ -124,6 +124,13 @@ class PodInfo:
     # The UID its controlling ownerReference names ("" when none): the job's for every worker
     # Phased makes; a pod that only carries the job's labels is not the job's.
     controller: str = ""
+    # Where the pod was made to keep its checkpoints (phased.core.workers): the claim of its
+    # volume ``phased-checkpoints`` ("" when it has none; None when the pod has no ``worker``
+    # container, so nothing is known), that volume's mount path in the ``worker`` container,
+    # and the container's ``PHASED_CHECKPOINT_ROOT`` (``<checkpoint.path>/<job>``).
+    checkpoint_claim: str | None = None
+    checkpoint_mount: str | None = None
+    checkpoint_root: str | None = None
 
     @property
     def deleting(self) -> bool:

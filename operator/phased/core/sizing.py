@@ -123,7 +123,7 @@ from phased.core.pools import (
 )
 from phased.core.recovery import keep_troubled_out
 from phased.core.scope import in_scope
-from phased.core.storage import checkpoint_place
+from phased.core.storage import checkpoint_place, claim_created, made_place
 from phased.core.times import format_time, parse_time, seconds_between
 from phased.core.tolerations import foreign_blocking
 from phased.core.workers import Worker, service_manifest
@@ -1030,15 +1030,28 @@ def start_generation(draft: Draft, type_key: str) -> bool:
 
 
 def _record_start(draft: Draft, type_key: str, start: datetime) -> None:
-    claim, path = checkpoint_place(draft.snap.job, draft.spec)
     draft.update_record(
-        start_time=format_time(start),
-        gpu_type=type_key or None,
-        state=PhaseState.RUNNING,
-        checkpoint_claim=claim,
-        checkpoint_path=path,
+        start_time=format_time(start), gpu_type=type_key or None, state=PhaseState.RUNNING
     )
+    _record_place(draft)
     _record_shape(draft)
+
+
+def _record_place(draft: Draft) -> None:
+    """Where the phase's checkpoints are, into its record: where its workers keep them (their
+    pods, :func:`phased.core.storage.made_place`), else where the spec puts them (a start
+    whose workers are being created in this pass). The workers are the witness when the
+    status write that recorded the start was lost, or an older operator wrote a record
+    without the place: an edit moving it meanwhile is not recorded as the place they use."""
+    ours = checkpoint_place(draft.snap.job, draft.spec)
+    made = made_place(draft.snap.job, draft.spec, draft.phase_pods())
+    claim, path = made if made is not None else ours
+    # A pod does not say whether its claim is one Phased created: the spec's word when it
+    # names the claim the workers mount, else unknown (None: the name alone is judged).
+    created = claim_created(draft.spec) if claim and claim == ours[0] else None
+    draft.update_record(
+        checkpoint_claim=claim, checkpoint_path=path, checkpoint_claim_created=created
+    )
 
 
 def _record_shape(draft: Draft) -> None:
@@ -1061,7 +1074,7 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
     live generation runs on another type than the record names has the record name it
     (:func:`_running_type`)."""
     if draft.record.start_time is not None:
-        _recover_shape(draft)
+        _recover_record(draft)
         if live(generation_pods(draft)):
             _record_type(draft, type_key)  # the write naming it was lost (_running_type)
         return
@@ -1070,14 +1083,29 @@ def recover_phase_start(draft: Draft, type_key: str) -> None:
         _record_start(draft, type_key, min(created))
 
 
-def _recover_shape(draft: Draft) -> None:
+def _recover_record(draft: Draft) -> None:
     """A record written by an older operator names only the chosen ``gpuType``: it learns
     the shape the phase runs with from its workers' labels, or else from the spec (found
-    valid by the edit re-check, which keeps the chosen type among ``gpuTypes``), so that the
-    re-check and the CRD's rules judge later edits against the record."""
+    valid by the edit re-check, which keeps the chosen type among ``gpuTypes``), and where
+    its checkpoints are from its workers' pods (only from them: with no workers the spec
+    could name a place moved meanwhile), and whether its claim is one Phased creates from
+    the spec that names that claim, so that the re-check (and, for the shape, the CRD's
+    rules) judges later edits against the record."""
     record = draft.record
     if record.gpus_per_node is None or record.gpu_types is None:
         _record_shape(draft)
+    if record.checkpoint_path is None and made_place(
+        draft.snap.job, draft.spec, draft.phase_pods()
+    ):
+        _record_place(draft)
+    elif (
+        record.checkpoint_claim_created is None
+        and record.checkpoint_claim
+        and record.checkpoint_claim == checkpoint_place(draft.snap.job, draft.spec)[0]
+    ):
+        # A record from before the kind was recorded: the spec's (it names the same claim,
+        # and the CRD's rule judges a switch of kind against the spec as it was).
+        draft.update_record(checkpoint_claim_created=claim_created(draft.spec))
 
 
 def _give_back_surplus(draft: Draft) -> None:

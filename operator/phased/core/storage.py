@@ -13,11 +13,12 @@ Workers mount the claim at ``checkpoint.path`` and the Secret at ``REPORT_MOUNT`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from phased.api.v1alpha1 import CheckpointVolume, TrainingJobSpec
 from phased.core import labels
-from phased.core.model import JobRef
+from phased.core.model import JobRef, PodInfo
 from phased.core.workers import TOKEN_KEY, owner_reference
 from phased.core.workers import _shorten as shorten
 
@@ -32,6 +33,44 @@ def checkpoint_place(job: JobRef, spec: TrainingJobSpec) -> tuple[str, str]:
     ("" when none) and ``checkpoint.path``."""
     volume = spec.checkpoint.volume
     return (claim_name(job, volume) if volume is not None else "", spec.checkpoint.path)
+
+
+def claim_created(spec: TrainingJobSpec) -> bool | None:
+    """Whether ``spec``'s checkpoint claim is one Phased creates (``size``) rather than an
+    existing one it names (``claimName``); None when it has no volume. A switch between the
+    two moves the checkpoints even when the names agree (``claimName: <job>-checkpoints``):
+    the CRD refuses it, and so does the edit re-check."""
+    volume = spec.checkpoint.volume
+    return None if volume is None else volume.claim_name is None
+
+
+def made_place(
+    job: JobRef, spec: TrainingJobSpec, pods: Iterable[PodInfo]
+) -> tuple[str, str] | None:
+    """Where the newest made of ``pods`` (one phase's workers) keeps its checkpoints, as its
+    pod says (:func:`phased.kube.convert.checkpoint_fields`): the claim it mounts ("" when
+    none) and the path — the mount's, or, with no volume, ``PHASED_CHECKPOINT_ROOT`` less
+    its ``/<job>`` (``checkpoint.path`` itself when it names the same directory: the root
+    drops a trailing ``/``). None when no pod says it (none made by Phased as it is)."""
+    newest = sorted(
+        pods,
+        key=lambda p: (p.created is not None, p.created.timestamp() if p.created else 0.0, p.name),
+        reverse=True,
+    )
+    suffix = f"/{job.name}"
+    for pod in newest:
+        if pod.checkpoint_claim is None:
+            continue
+        if pod.checkpoint_mount is not None:
+            return pod.checkpoint_claim, pod.checkpoint_mount
+        root = pod.checkpoint_root
+        if root is None or not root.endswith(suffix):
+            continue
+        base = root[: -len(suffix)]
+        return pod.checkpoint_claim, (
+            spec.checkpoint.path if spec.checkpoint.path.rstrip("/") == base else base or "/"
+        )
+    return None
 
 
 def report_secret_name(job: JobRef) -> str:

@@ -6,6 +6,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from phased.api.podtemplate import CHECKPOINT_VOLUME, WORKER_CONTAINER
 from phased.core.model import (
     JobRef,
     NodeCondition,
@@ -127,7 +128,44 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
         controller=_controller(meta),
+        **checkpoint_fields(spec),
     )
+
+
+def checkpoint_fields(spec: Any) -> dict[str, str | None]:
+    """Where a worker was made to keep its checkpoints, as its pod spec says
+    (:class:`~phased.core.model.PodInfo`'s ``checkpoint_*``): the claim of the volume
+    ``phased-checkpoints`` ("" when none), that volume's mount path in the ``worker``
+    container, and that container's ``PHASED_CHECKPOINT_ROOT``. Nothing is known of a pod
+    with no ``worker`` container."""
+    if not isinstance(spec, dict):
+        return {}
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    worker = next((c for c in containers if c.get("name") == WORKER_CONTAINER), None)
+    if worker is None:
+        return {}
+    claim = ""
+    for volume in spec.get("volumes") or []:
+        if isinstance(volume, dict) and volume.get("name") == CHECKPOINT_VOLUME:
+            source = volume.get("persistentVolumeClaim")
+            claim = str(source.get("claimName") or "") if isinstance(source, dict) else ""
+    mount = next(
+        (
+            str(m.get("mountPath"))
+            for m in worker.get("volumeMounts") or []
+            if isinstance(m, dict) and m.get("name") == CHECKPOINT_VOLUME and m.get("mountPath")
+        ),
+        None,
+    )
+    root = next(
+        (
+            str(e.get("value"))
+            for e in worker.get("env") or []
+            if isinstance(e, dict) and e.get("name") == "PHASED_CHECKPOINT_ROOT" and e.get("value")
+        ),
+        None,
+    )
+    return {"checkpoint_claim": claim, "checkpoint_mount": mount, "checkpoint_root": root}
 
 
 def _controller(meta: dict[str, Any]) -> str:
