@@ -5,13 +5,30 @@ and the spare refill of a running GPU job behind it, keep those GPU nodes for it
 job's need, less the free nodes it could take that they cannot (CPU nodes first), is kept
 among their free nodes of their type. Before, they kept nothing for a job that waited for
 CPU nodes: both passes, woken by the same free nodes, claimed the same GPU nodes, and the
-claim that landed first decided, not the line."""
+claim that landed first decided, not the line. Whether the free nodes admit the CPU job now
+(for a refill) counts its CPU nodes first too: counted on the GPU nodes by name, it used up
+those a GPU job after it could start on, and the refill took them from under that job."""
 
-from phased.api.v1alpha1 import NodeRole, TrainingJobStatus
+from dataclasses import replace
+
+from phased.api.v1alpha1 import JobState, NodeRole, PhaseRecord, TrainingJobStatus
 from phased.core.decide import decide
-from phased.core.model import Claimant, ClaimNode, JobRef, NodeInfo
+from phased.core.model import Claimant, ClaimNode, CreatePod, JobRef, NodeInfo
 from phased.core.settings import CPUSettings, Settings
-from tests.core.builders import JOB, T0, node, nodes, of_type, owned, phase, pod, snapshot, spec
+from phased.core.times import format_time
+from tests.core.builders import (
+    JOB,
+    T0,
+    at,
+    node,
+    nodes,
+    of_type,
+    owned,
+    phase,
+    pod,
+    snapshot,
+    spec,
+)
 
 ALLOW = Settings(cpu=CPUSettings(allow_gpu_nodes=True))
 GPU = spec(phase("train", 2, 2))
@@ -73,13 +90,33 @@ def test_without_the_setting_a_cpu_job_keeps_no_gpu_node() -> None:
     assert _gpu_claims(_cluster(h100=2, cpu=0), settings=Settings()) == ["h00", "h01"]
 
 
-def test_a_running_gpu_jobs_refill_leaves_the_cpu_job_ahead_the_gpu_nodes_it_starts_on() -> None:
+def _refill(free: list[NodeInfo], *waiting: Claimant) -> list[str]:
+    """The spares a running GPU job (JOB, two actives, none of its two spares) claims."""
     actives = [owned(n, NodeRole.ACTIVE) for n in nodes("a", 2)]
-    free = [*nodes("h", 4), *(node(f"x{i:02d}", gpu=None) for i in range(1))]
-    pods = [pod(f"w{i}", "train", i, world=2, node_name=f"a{i:02d}") for i in range(2)]
-    status = TrainingJobStatus(phase="train", world_size=2, state="Running")
+    pods = [pod(f"llm-train-g0-{i}", "train", i, world=2, node_name=f"a{i:02d}") for i in range(2)]
+    status = TrainingJobStatus(
+        phase="train",
+        state=JobState.RUNNING,
+        world_size=2,
+        phases=[PhaseRecord(name="train", start_time=format_time(at(-3600)), gpu_type="H100")],
+        pool={"active": ["a00", "a01"], "spares": []},
+    )
     running = spec(phase("train", 2, 2), spares=2)
-    snap = snapshot(running, [*actives, *free], pods=pods, status=status, waiting=(CPU_AHEAD,))
-    claimed = sorted(c.node for c in of_type(decide(snap, ALLOW, T0), ClaimNode))
+    snap = snapshot(running, [*actives, *free], pods, status, waiting=waiting)
+    plan = decide(snap, ALLOW, T0)
+    assert not [p for p in of_type(plan, CreatePod)]  # the generation runs on
+    return sorted(c.node for c in of_type(plan, ClaimNode) if c.role == NodeRole.SPARE)
+
+
+def test_a_running_gpu_jobs_refill_leaves_the_cpu_job_ahead_the_gpu_nodes_it_starts_on() -> None:
     # 1 CPU + 4 H100 free admit the CPU job ahead (4): it takes 3 H100; one is left.
-    assert len(claimed) == 1 and claimed[0].startswith("h")
+    assert len(_refill(_cluster(h100=4, cpu=1), CPU_AHEAD)) == 1
+    assert len(_refill(_cluster(h100=4, cpu=1))) == 2  # nobody ahead: both spares
+
+
+def test_a_refill_counts_the_cpu_job_ahead_on_the_cpu_nodes_it_takes_first() -> None:
+    # The CPU job ahead takes the 2 free CPU nodes, the GPU job after it in line the 2 free
+    # H100: both start now, and the running job's refill leaves them all.
+    cpu_ahead = replace(CPU_AHEAD, priority=10, wants={"": 2})
+    gpu_ahead = replace(GPU_BEHIND, uid="uid-gpu", priority=5)
+    assert _refill(_cluster(h100=2, cpu=2), cpu_ahead, gpu_ahead) == []

@@ -456,8 +456,14 @@ def starting_now(
     starting: list[Claimant] = []
     for claimant in ahead:
         wants = _by_preference(claimant)
+        # A CPU phase allowed GPU nodes takes the CPU nodes first, as its own pass does: the
+        # GPU nodes beyond them are left for the GPU jobs after it.
         takes = {
-            k: [n.name for n in free if n.name not in used and could_take(claimant, n, k, settings)]
+            k: [
+                n.name
+                for n in (_cpu_nodes_first(free, settings) if k == CPU_TYPE else free)
+                if n.name not in used and could_take(claimant, n, k, settings)
+            ]
             for k in wants
         }
         covered = [k for k in wants if len(takes[k]) >= wants[k]]
