@@ -20,7 +20,9 @@ and claims it all at once, or holds nothing (it gives back what it held for the 
 line: higher ``spec.priority`` first, then the older job, then the smaller UID; each job
 ahead that waits for the type reserves the nodes it still needs among those it could take
 (:func:`kept_for_ahead`: its workers' tolerations and ``gpusPerNode``) (a CPU phase allowed GPU
-nodes also leaves the GPU nodes that GPU jobs ahead of it wait for: ``sizing._available``).
+nodes also leaves the GPU nodes that GPU jobs ahead of it wait for: ``sizing._available``; and
+one waiting ahead of GPU jobs is kept, of their type, the GPU nodes it needs beyond the free
+CPU nodes: :func:`_wanted_as`).
 A job whose ``nodes.min`` exceeds every node of each type it accepts in the cluster (that its
 workers tolerate: :func:`type_total`) reserves nothing (it could never start, and must not
 block those that can); one that accepts several
@@ -344,13 +346,17 @@ def kept_for_ahead(
     ``free`` nodes of another of its types cover its need (less those the jobs before it in
     line could take of them): it can start on those (:func:`_covered_elsewhere`) — but when
     the free nodes cover it on ``type_key`` too, only a type it prefers to ``type_key``
-    counts (:func:`_preferred_to`): its own pass starts it on the first it prefers."""
+    counts (:func:`_preferred_to`): its own pass starts it on the first it prefers. A CPU
+    phase ahead, when CPU phases may hold GPU nodes, wants ``type_key`` too
+    (:func:`_wanted_as`): the free CPU nodes, then the other free nodes it could take, count
+    towards its need first, and the rest is kept among ``mine``; before, it was kept nothing,
+    and its pass and this job's claimed the same GPU nodes."""
     ahead = sorted(
         (c for c in waiting if c.uid != me.uid and any(n > 0 for n in c.wants.values())),
         key=_line_key,
     )
     ahead = [c for c in ahead if ahead_of(c, me)]
-    if not any(c.wants.get(type_key, 0) > 0 for c in ahead):
+    if not any(_wanted_as(c, type_key, settings) is not None for c in ahead):
         return set()
     names = {n.name for n in mine}
     # What any job ahead could take beside them: unmarked, Ready, schedulable (each job's
@@ -364,12 +370,24 @@ def kept_for_ahead(
     kept: set[str] = set()
     for claimant in ahead:
         known = claimant.gpus_per_node is not None and claimant.tolerations is not None
-        need = claimant.wants.get(type_key, 0)
-        if need <= 0:
+        key = _wanted_as(claimant, type_key, settings)
+        need = claimant.wants.get(key, 0) if key is not None else 0
+        if key is None or need <= 0:
             if known:  # it does not want the type: what free nodes of its own it will take
                 _covered_elsewhere(claimant, type_key, idle, used, settings)
             continue
-        if known:
+        if key == CPU_TYPE != type_key:
+            # A CPU phase allowed GPU nodes: the free CPU nodes first, then any GPU node of
+            # another type or that ``me`` cannot take, as its own pass claims them; what is
+            # left of its need is kept among ``mine``.
+            takes = [
+                n.name
+                for n in _cpu_nodes_first(idle, settings)
+                if n.name not in used and could_take(claimant, n, CPU_TYPE, settings)
+            ]
+            used.update(takes[:need])
+            need -= min(need, len(takes))
+        elif known:
             takes = [
                 n.name
                 for n in others
@@ -390,11 +408,29 @@ def kept_for_ahead(
         for node in reversed(mine):
             if need <= 0:
                 break
-            if node.name in kept or (known and not could_take(claimant, node, type_key, settings)):
+            if node.name in kept or (known and not could_take(claimant, node, key, settings)):
                 continue
             kept.add(node.name)
             need -= 1
     return kept
+
+
+def _wanted_as(claimant: Claimant, type_key: str, settings: Settings) -> str | None:
+    """The type under which ``claimant`` wants free nodes of ``type_key``: that type when it
+    waits for it; ``CPU_TYPE`` for a CPU phase when CPU phases may hold GPU nodes
+    (``cpu.allowGpuNodes``: its own pass takes a GPU node of any type once the free CPU
+    nodes are too few, whatever the GPU jobs behind it want); else ``None``."""
+    if claimant.wants.get(type_key, 0) > 0:
+        return type_key
+    if type_key != CPU_TYPE and settings.cpu.allow_gpu_nodes and claimant.wants.get(CPU_TYPE, 0):
+        return CPU_TYPE
+    return None
+
+
+def _cpu_nodes_first(nodes: Iterable[NodeInfo], settings: Settings) -> list[NodeInfo]:
+    """``nodes`` with the CPU-only ones first (stable otherwise): the order in which a CPU
+    phase allowed GPU nodes claims them (``sizing._claim_order``)."""
+    return sorted(nodes, key=lambda n: gpu_kind(n, settings) is not None)
 
 
 def starting_now(
@@ -420,8 +456,14 @@ def starting_now(
     starting: list[Claimant] = []
     for claimant in ahead:
         wants = _by_preference(claimant)
+        # A CPU phase allowed GPU nodes takes the CPU nodes first, as its own pass does: the
+        # GPU nodes beyond them are left for the GPU jobs after it.
         takes = {
-            k: [n.name for n in free if n.name not in used and could_take(claimant, n, k, settings)]
+            k: [
+                n.name
+                for n in (_cpu_nodes_first(free, settings) if k == CPU_TYPE else free)
+                if n.name not in used and could_take(claimant, n, k, settings)
+            ]
             for k in wants
         }
         covered = [k for k in wants if len(takes[k]) >= wants[k]]
