@@ -101,6 +101,7 @@ from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.selector import selects
 from phased.core.times import format_time, parse_time
+from phased.core.tolerations import foreign_blocking
 from phased.core.workers import Worker, worker_specs
 
 
@@ -493,7 +494,7 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
         if (not n.ready or n.name in draft.suspect_nodes) and n.name not in busy
     ]
     for node in sorted(troubled, key=lambda n: n.name):
-        healthy = [s for s in draft.held(NodeRole.SPARE) if s.name not in draft.suspect_nodes]
+        healthy = [s for s in promotable(draft) if s.name not in draft.suspect_nodes]
         spare = choose_spare(node, healthy, [], draft.tolerations)
         if spare is None:
             return
@@ -577,7 +578,7 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
         anchor = draft.nodes.get(lost_nodes[i]) if i < len(lost_nodes) else None
         spare = choose_spare(
             anchor,
-            draft.held(NodeRole.SPARE),
+            promotable(draft),
             draft.held(NodeRole.ACTIVE),
             draft.tolerations,
             draft.suspect_nodes,
@@ -599,7 +600,26 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
 def _spares_cover(draft: Draft, world: int) -> bool:
     """The spares the workers could be placed on fill every place missing from ``world``."""
     deficit = world - len(draft.held(NodeRole.ACTIVE)) - _held_places(draft)
-    return deficit <= len(usable_spares(draft.held(NodeRole.SPARE), draft.tolerations))
+    return deficit <= len(usable_spares(promotable(draft), draft.tolerations))
+
+
+def promotable(draft: Draft) -> list[NodeInfo]:
+    """The held spares a promotion may choose, by any rule (a failed node's replacement, a
+    troubled active's swap, a pool formed again): those the job can keep as active. A spare
+    a person cordoned, one tainted with a taint the workers do not tolerate, and one out of
+    the operator's ``nodeSelector`` are leaving the pool (released once failure handling
+    has nothing to say about them: ``release_cordoned``, ``release_out_of_scope``) and are
+    never promoted, not even as the last resort a spare in trouble is: before, such a spare
+    in trouble within its grace was promoted when no other was left (or when a pool was
+    formed again), and its worker waited on a node it could never run on or was moved again
+    once the node was released."""
+    return [
+        s
+        for s in draft.held(NodeRole.SPARE)
+        if not s.unschedulable
+        and not foreign_blocking(s, draft.tolerations)
+        and selects(draft.settings.node_selector, s.labels)
+    ]
 
 
 def _held_places(draft: Draft) -> int:

@@ -21,7 +21,8 @@ given back cleanly:
   person); healed under ``ReturnToSpares``, it is released rather than made a spare
   (:mod:`phased.core.recovery`).
 
-A node out of the selector is never claimed (:mod:`phased.core.sizing`).
+A node out of the selector is never claimed (:mod:`phased.core.sizing`), and a spare out of it
+is never promoted, even in trouble (:func:`phased.core.recovery.promotable`).
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ from phased.core.pools import (
     type_total,
     unfit_now,
 )
-from phased.core.recovery import keep_troubled_out
+from phased.core.recovery import keep_troubled_out, promotable
 from phased.core.scope import in_scope
 from phased.core.storage import checkpoint_place, claim_created, made_place
 from phased.core.times import format_time, parse_time, seconds_between
@@ -741,11 +741,12 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
         for node in beyond:
             if node not in leaving:
                 _set_role(draft, node, NodeRole.SPARE)
-    while len(draft.held(NodeRole.ACTIVE)) < targets.active and draft.held(NodeRole.SPARE):
+    while len(draft.held(NodeRole.ACTIVE)) < targets.active and promotable(draft):
         # One under no suspicion first: a spare in trouble promoted here would only trade
-        # places again before the generation starts (keep_troubled_out).
+        # places again before the generation starts (keep_troubled_out). None that is
+        # leaving the pool (cordoned, tainted, out of the selector: promotable).
         spare = sorted(
-            nearest_first(draft.held(NodeRole.SPARE), draft.held(NodeRole.ACTIVE)),
+            nearest_first(promotable(draft), draft.held(NodeRole.ACTIVE)),
             key=lambda n: n.name in draft.suspect_nodes,
         )[0]
         # A node that failed while no generation ran (e.g. between a gang restart and the
