@@ -112,7 +112,14 @@ class _Refused(Exception):
 
 
 _REPEATING = frozenset(
-    {"NodesLeftAlone", "GuestsEvicted", "GuestsLeftAlone", "GuestsDeleted", "PoolTaintRestored"}
+    {
+        "NodesLeftAlone",
+        "GuestsEvicted",
+        "GuestsLeftAlone",
+        "GuestsDeleted",
+        "PoolTaintRestored",
+        "NodeLabelsRestored",
+    }
 )
 _REPEAT_EVERY = 600.0
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied

@@ -110,6 +110,25 @@ def test_a_node_from_before_installations_is_adopted_by_its_job() -> None:
     assert labels.ANNOTATION_CLEARING not in cluster.nodes["n"]["metadata"]["annotations"]
 
 
+def test_a_role_written_again_writes_the_job_name_labels_someone_took_off() -> None:
+    """The node stays the job's by its ``job-uid`` label; the names a claim wrote are
+    written back with the role (core.sizing.rename_held), and a node named as claimed,
+    role and taint as they are, is not patched at all."""
+    cluster = FakeCluster()
+    held = _held(role="spare")
+    del held[labels.LABEL_JOB]
+    held[labels.LABEL_JOB_NAMESPACE] = "elsewhere"
+    pool = [{"key": labels.TAINT_POOL, "value": JOB.uid, "effect": "NoSchedule"}]
+    cluster.add_node("n", held, spec={"taints": pool})
+    verbs = NodeVerbs(cluster, MINE)  # type: ignore[arg-type]
+    assert run(verbs.set_role("n", JOB, NodeRole.SPARE, now=NOW))
+    found = cluster.nodes["n"]["metadata"]["labels"]
+    assert found[labels.LABEL_JOB] == "llm" and found[labels.LABEL_JOB_NAMESPACE] == "ml"
+    version = cluster.nodes["n"]["metadata"]["resourceVersion"]
+    run(verbs.set_role("n", JOB, NodeRole.SPARE, now=NOW))
+    assert cluster.nodes["n"]["metadata"]["resourceVersion"] == version
+
+
 def _reconciler(cluster: FakeCluster, settings: Settings | None = None) -> Reconciler:
     return Reconciler(cluster, settings or Settings(), operator_pod=("phased", "op-0"))  # type: ignore[arg-type]
 

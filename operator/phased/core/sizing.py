@@ -75,7 +75,13 @@ from phased.api.v1alpha1 import (
 from phased.core import checkpoints
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
-from phased.core.labels import ANNOTATION_REPLACES, TAINT_POOL, TAINT_SPARE
+from phased.core.labels import (
+    ANNOTATION_REPLACES,
+    LABEL_JOB,
+    LABEL_JOB_NAMESPACE,
+    TAINT_POOL,
+    TAINT_SPARE,
+)
 from phased.core.ledger import decode_replaces, mark_replaced
 from phased.core.model import (
     Claimant,
@@ -1140,6 +1146,7 @@ def size_and_start(draft: Draft, type_key: str) -> None:
     if draft.status.state in (JobState.SUCCEEDED, JobState.FAILED):
         return
     retaint_actives(draft)
+    rename_held(draft)
     if draft.breaker_nodes:
         # Automatic action is paused while the breaker holds: the pool stays as it is, and
         # what it holds keeps its place (never released, swapped or refilled around).
@@ -1185,6 +1192,43 @@ def retaint_actives(draft: Draft) -> None:
             f"active node(s) {', '.join(restored)} of phase {draft.phase.name} had lost the "
             f"{TAINT_POOL} taint, not by Phased: it keeps other workloads off the job's nodes "
             "and is written again (to take a node from the job, kubectl cordon or drain it)",
+        )
+
+
+def rename_held(draft: Draft) -> None:
+    """Held active and spare nodes carry the job's name labels (``phased.dev/job``,
+    ``phased.dev/job-namespace``) as a claim wrote them. A node someone took them from or
+    rewrote them on is still the job's — its ``job-uid`` label, with the taints agreeing, says
+    whose it is — but everything that reads a node without the job at hand went wrong on it:
+    it counted as partially marked (``phased_nodes_left_alone``, other jobs'
+    ``NodesLeftAlone``), ``phased release-node`` named its job "?/?", and once the job was
+    gone without letting go (its finalizer removed by hand) the orphan release, which finds
+    the job by those labels, never gave it back. The role is written again, which writes the
+    labels (the role unchanged: no clearing mark; a promoted spare's note as it stands), and
+    a ``NodeLabelsRestored`` Warning names the nodes. Also while the breaker holds: it moves
+    nothing."""
+    job = draft.snap.job
+    touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
+    restored: list[str] = []
+    for role in (NodeRole.ACTIVE, NodeRole.SPARE):
+        for node in draft.held(role):
+            named = (
+                node.labels.get(LABEL_JOB) == job.name[:63]
+                and node.labels.get(LABEL_JOB_NAMESPACE) == job.namespace
+            )
+            if named or node.name in touched:
+                continue
+            note = decode_replaces(node.annotations.get(ANNOTATION_REPLACES))
+            lost, at = note if note is not None and role == NodeRole.ACTIVE else (None, None)
+            draft.act(SetNodeRole(node=node.name, role=role, replaces=lost, at=at))
+            restored.append(node.name)
+    if restored:
+        draft.event(
+            WARNING,
+            "NodeLabelsRestored",
+            f"node(s) {', '.join(restored)} held by the job had lost or changed the "
+            f"{LABEL_JOB} / {LABEL_JOB_NAMESPACE} labels, not by Phased: they are written "
+            "again (to take a node from the job, kubectl cordon or drain it)",
         )
 
 

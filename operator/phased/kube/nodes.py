@@ -356,7 +356,11 @@ class NodeVerbs:
             note = _annotations(node).get(labels.ANNOTATION_REPLACES)
             was = _labels(node).get(labels.LABEL_ROLE)
             guards = _guards(node)
-            if was == role.value and taints == _taints(node) and note == replaces and not guards:
+            # The job's name labels as a claim writes them: someone may have taken them off
+            names = {labels.LABEL_JOB: job.name[:63], labels.LABEL_JOB_NAMESPACE: job.namespace}
+            named = all(_labels(node).get(k) == v for k, v in names.items())
+            same = was == role.value and taints == _taints(node) and note == replaces
+            if same and named and not guards:
                 return None
             annotations: dict[str, str | None] = {**guards}
             if role == NodeRole.ACTIVE and was != role.value and now is not None:
@@ -367,7 +371,7 @@ class NodeVerbs:
                 annotations[labels.ANNOTATION_REPLACES] = replaces
             return {
                 "metadata": {
-                    "labels": {labels.LABEL_ROLE: role.value, **self._mine()},
+                    "labels": {labels.LABEL_ROLE: role.value, **names, **self._mine()},
                     "annotations": annotations,
                 },
                 "spec": {"taints": taints},
