@@ -245,7 +245,26 @@ def handle_failures(draft: Draft, type_key: str) -> None:
             began = min(f.detected for f in active)
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
         return
-    if verdict.move == BreakerMove.CLEAR:
+    released = _released_unwritten(draft) if verdict.move == BreakerMove.CLEAR else None
+    if released is not None:
+        # A release whose status write was lost: say it again as what it was.
+        value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED)
+        draft.condition(
+            ConditionType.MASS_FAILURE,
+            False,
+            "ReleasedByPerson",
+            f"released by {labels.ANNOTATION_PROCEED}={value or ''}",
+        )
+        draft.event(
+            NORMAL,
+            "MassFailureReleased",
+            f"released by {labels.ANNOTATION_PROCEED}={value or ''}: the failed node(s) it "
+            "held were answered; the breaker is armed again for new failures",
+        )
+        state = state.model_copy(
+            update={"released_at": format_time(released), "released_by": value}
+        )
+    elif verdict.move == BreakerMove.CLEAR:
         draft.condition(
             ConditionType.MASS_FAILURE, False, "Recovered", "every node the breaker held recovered"
         )
@@ -277,6 +296,27 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in failures:
         _quarantine(draft, failure)
+
+
+def _released_unwritten(draft: Draft) -> datetime | None:
+    """When a person's release was answered by a pass whose status write was lost, or
+    ``None``: the status still says the breaker holds, and a node it held is now quarantined
+    by the job with a cordon at or after the trip. Only a release answers what the breaker
+    holds, so those cordons are its answer (the earliest is when it was released). Without
+    this, the pass took the held nodes' absence from the pool for their recovery
+    (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
+    the person had approved towards the next trip."""
+    tripped_at = _tripped_at(draft)
+    if tripped_at is None:
+        return None
+    held = {h.node for h in draft.status.breaker.held}
+    cordons = [
+        parse_time(r.cordoned)
+        for r in draft.ledger
+        if r.node in held and draft.roles.get(r.node) == NodeRole.QUARANTINED
+    ]
+    answered = [t for t in cordons if t is not None and t >= tripped_at]
+    return min(answered) if answered else None
 
 
 def _in_view(failures: Sequence[Failure]) -> list[Failure]:
