@@ -113,8 +113,17 @@ def recover_ledger(draft: Draft) -> None:
     said again as ``NodeFailed``: the pass that quarantined the node posts its events after
     all its actions, so one stopped between (killed, or an API error on a later action) said
     nothing, and the failure would have been entered with no word at all. (A pass whose
-    status write alone was lost had said it: then it is said twice, the lesser harm.)"""
+    status write alone was lost had said it: then it is said twice, the lesser harm.)
+
+    A node the last status written lists among the spares (or the breaker held as one)
+    interrupted no worker: its entry is resumed at detection, as when it was answered.
+    Before, it was rebuilt open, and the spare's grace and the passes after were charged to
+    the interruption budget while the workers trained on."""
     known = {(r.node, parse_time(r.detected)) for r in draft.ledger}
+    written = draft.snap.status  # the last status written: the roles the nodes had then
+    spares = {*written.pool.spares} | {
+        h.node for h in written.breaker.held if h.role == NodeRole.SPARE.value
+    }
     for name in sorted(draft.roles):
         if draft.roles[name] != NodeRole.QUARANTINED:
             continue
@@ -130,6 +139,8 @@ def recover_ledger(draft: Draft) -> None:
                 phase=draft.status.phase or "",
                 detected=format_time(note.detected),
                 cordoned=format_time(note.cordoned) if note.cordoned else None,
+                # A spare's failure interrupted no worker, as when it was answered.
+                resumed=format_time(note.detected) if name in spares else None,
             )
         )
         draft.event(WARNING, "NodeFailed", f"{note.message} ({note.reason})")
