@@ -2,8 +2,9 @@
 the held nodes and restarted the gang, but its status write was lost: the next pass reads a
 breaker still tripped over nodes now quarantined by the job since the trip. Only a release
 answers what the breaker holds, so that is what happened: ``MassFailure`` False with reason
-``ReleasedByPerson``, ``status.breaker.releasedAt`` the time of those cordons, and the
-failures it answered do not count towards the next trip. Before, the pass took the held
+``ReleasedByPerson``, ``status.breaker.releasedAt`` the time of those cordons, the
+failures it answered do not count towards the next trip, and failures found since are
+judged by the breaker armed again. Before, the pass took the held
 nodes' absence from the active pool for their recovery (``MassFailureCleared``: "every node
 the breaker held recovered; nothing was quarantined", beside the two nodes it had just
 quarantined), forgot the release, and a single failure minutes later tripped the breaker
@@ -69,3 +70,58 @@ def test_the_failures_it_answered_do_not_trip_the_breaker_on_the_next_one() -> N
     (mass,) = [c for c in cluster.status.conditions if c.type == "MassFailure"]
     assert mass.status == "False"
     assert [f.node for f in cluster.status.failures] == ["h00", "h01", third]
+
+
+def _tripped_on_three_of_ten() -> Cluster:
+    cluster = Cluster(
+        spec(phase("train", 2, 10), failurePolicy=POLICY), {n.name: n for n in nodes("h", 10)}
+    )
+    cluster.settle()
+    cluster.advance(60)
+    for name in ("h00", "h01", "h02"):
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    cluster.advance(31)
+    assert "MassFailure" in events(cluster.step())
+    cluster.advance(30)
+    cluster.step()
+    cluster.annotations[labels.ANNOTATION_PROCEED] = format_time(cluster.now)
+    cluster.advance(5)
+    return cluster
+
+
+def test_failures_found_after_it_are_judged_by_the_breaker_armed_again() -> None:
+    """The approval was for what the breaker held then: three more failures found in the
+    pass after trip the breaker armed again, as they would have had the write landed.
+    Before, the approval still looked unused and answered them too."""
+    cluster = _tripped_on_three_of_ten()
+    before = cluster.status
+    cluster.step()
+    assert cluster.held(NodeRole.QUARANTINED) == ["h00", "h01", "h02"]
+    cluster.status = before  # the write after the release never landed
+    for name in ("h03", "h04", "h05"):
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    cluster.advance(31)
+    plan = cluster.step()
+    assert cluster.held(NodeRole.QUARANTINED) == ["h00", "h01", "h02"]
+    (mass,) = [c for c in cluster.status.conditions if c.type == "MassFailure"]
+    assert mass.status == "True"
+    assert [h.node for h in cluster.status.breaker.held] == ["h03", "h04", "h05"]
+    assert events(plan).count("MassFailure") == 1
+    assert [f.node for f in cluster.status.failures] == ["h00", "h01", "h02"]
+
+
+def test_what_it_approved_that_a_pass_cut_short_left_unanswered_is_answered() -> None:
+    """The release pass stopped after its first quarantine, before its status write: the
+    nodes it had not reached yet are answered on the next pass, under the same approval."""
+    cluster = _tripped_on_three_of_ten()
+    plan = cluster.decide()
+    first = next(i for i, a in enumerate(plan.actions) if type(a).__name__ == "QuarantineNode")
+    for action in plan.actions[: first + 1]:
+        cluster._apply(action)
+    assert cluster.held(NodeRole.QUARANTINED) == ["h00"]
+    cluster.advance(5)
+    cluster.step()
+    assert cluster.held(NodeRole.QUARANTINED) == ["h00", "h01", "h02"]
+    (mass,) = [c for c in cluster.status.conditions if c.type == "MassFailure"]
+    assert (mass.status, mass.reason) == ("False", "ReleasedByPerson")
+    assert cluster.status.breaker.held == []

@@ -226,11 +226,26 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     failures = _keep_held_times(draft, [*found.failures, *flaps])
     state = draft.status.breaker
     tripped = draft.is_true(ConditionType.MASS_FAILURE)
+    released = _released_unwritten(draft) if tripped else None
+    approved: list[Failure] = []  # held when a release lost with its status write came
+    if released is not None:
+        # That release happened: record it, answer what it approved still failing, and
+        # judge the failures found since as the breaker armed again judges them.
+        before = {h.node for h in state.held}
+        approved = [f for f in failures if f.node in before]
+        failures = [f for f in failures if f.node not in before]
+        value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED)
+        state = state.model_copy(
+            update={"released_at": format_time(released), "released_by": value, "held": []}
+        )
+        draft.set(breaker=state)
+        _say_released(draft, value or "", "the failed node(s) it held were answered")
+        tripped = False
     verdict = judge_breaker(
         tripped=tripped,
         tripped_at=_tripped_at(draft) if tripped else None,
         failures=failures,
-        troubled=len(draft.suspect_nodes - {f.node for f in failures}),
+        troubled=len(draft.suspect_nodes - {f.node for f in [*approved, *failures]}),
         ledger=draft.ledger,
         pool_size=len(held) + len(deleted),
         policy=policy,
@@ -255,27 +270,10 @@ def handle_failures(draft: Draft, type_key: str) -> None:
             names = ", ".join(sorted(f.node for f in active))
             began = min(f.detected for f in active)
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
+        for failure in approved:
+            _quarantine(draft, failure)
         return
-    released = _released_unwritten(draft) if verdict.move == BreakerMove.CLEAR else None
-    if released is not None:
-        # A release whose status write was lost: say it again as what it was.
-        value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED)
-        draft.condition(
-            ConditionType.MASS_FAILURE,
-            False,
-            "ReleasedByPerson",
-            f"released by {labels.ANNOTATION_PROCEED}={value or ''}",
-        )
-        draft.event(
-            NORMAL,
-            "MassFailureReleased",
-            f"released by {labels.ANNOTATION_PROCEED}={value or ''}: the failed node(s) it "
-            "held were answered; the breaker is armed again for new failures",
-        )
-        state = state.model_copy(
-            update={"released_at": format_time(released), "released_by": value}
-        )
-    elif verdict.move == BreakerMove.CLEAR:
+    if verdict.move == BreakerMove.CLEAR:
         draft.condition(
             ConditionType.MASS_FAILURE, False, "Recovered", "every node the breaker held recovered"
         )
@@ -286,18 +284,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         )
     elif verdict.move == BreakerMove.RELEASE:
         value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED, "")
-        draft.condition(
-            ConditionType.MASS_FAILURE,
-            False,
-            "ReleasedByPerson",
-            f"released by {labels.ANNOTATION_PROCEED}={value}",
-        )
-        draft.event(
-            NORMAL,
-            "MassFailureReleased",
-            f"released by {labels.ANNOTATION_PROCEED}={value}: answering {len(failures)} "
-            "failed node(s); the breaker is armed again for new failures",
-        )
+        _say_released(draft, value, f"answering {len(failures)} failed node(s)")
         state = state.model_copy(
             update={"released_at": format_time(draft.now), "released_by": value}
         )
@@ -305,8 +292,23 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
     # Otherwise it is False already: its reason (Recovered, ReleasedByPerson) stays readable.
     draft.set(breaker=state.model_copy(update={"held": []}))
-    for failure in failures:
+    for failure in [*approved, *failures]:
         _quarantine(draft, failure)
+
+
+def _say_released(draft: Draft, value: str, what: str) -> None:
+    draft.condition(
+        ConditionType.MASS_FAILURE,
+        False,
+        "ReleasedByPerson",
+        f"released by {labels.ANNOTATION_PROCEED}={value}",
+    )
+    draft.event(
+        NORMAL,
+        "MassFailureReleased",
+        f"released by {labels.ANNOTATION_PROCEED}={value}: {what}; the breaker is armed "
+        "again for new failures",
+    )
 
 
 def _released_unwritten(draft: Draft) -> datetime | None:
@@ -316,7 +318,8 @@ def _released_unwritten(draft: Draft) -> datetime | None:
     holds, so those cordons are its answer (the earliest is when it was released). Without
     this, the pass took the held nodes' absence from the pool for their recovery
     (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
-    the person had approved towards the next trip."""
+    the person had approved towards the next trip; or, with failures found since, took the
+    approval for unused and answered those too, where the breaker armed again trips."""
     tripped_at = _tripped_at(draft)
     if tripped_at is None:
         return None
