@@ -114,8 +114,17 @@ def recover_ledger(draft: Draft) -> None:
     said again as ``NodeFailed``: the pass that quarantined the node posts its events after
     all its actions, so one stopped between (killed, or an API error on a later action) said
     nothing, and the failure would have been entered with no word at all. (A pass whose
-    status write alone was lost had said it: then it is said twice, the lesser harm.)"""
+    status write alone was lost had said it: then it is said twice, the lesser harm.)
+
+    A node the last status written lists among the spares (or the breaker held as one)
+    interrupted no worker: its entry is resumed at detection, as when it was answered.
+    Before, it was rebuilt open, and the spare's grace and the passes after were charged to
+    the interruption budget while the workers trained on."""
     known = {(r.node, parse_time(r.detected)) for r in draft.ledger}
+    written = draft.snap.status  # the last status written: the roles the nodes had then
+    spares = {*written.pool.spares} | {
+        h.node for h in written.breaker.held if h.role == NodeRole.SPARE.value
+    }
     for name in sorted(draft.roles):
         if draft.roles[name] != NodeRole.QUARANTINED:
             continue
@@ -131,6 +140,8 @@ def recover_ledger(draft: Draft) -> None:
                 phase=draft.status.phase or "",
                 detected=format_time(note.detected),
                 cordoned=format_time(note.cordoned) if note.cordoned else None,
+                # A spare's failure interrupted no worker, as when it was answered.
+                resumed=format_time(note.detected) if name in spares else None,
             )
         )
         draft.event(WARNING, "NodeFailed", f"{note.message} ({note.reason})")
@@ -216,11 +227,26 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     failures = _keep_held_times(draft, [*found.failures, *flaps])
     state = draft.status.breaker
     tripped = draft.is_true(ConditionType.MASS_FAILURE)
+    released = _released_unwritten(draft) if tripped else None
+    approved: list[Failure] = []  # held when a release lost with its status write came
+    if released is not None:
+        # That release happened: record it, answer what it approved still failing, and
+        # judge the failures found since as the breaker armed again judges them.
+        before = {h.node for h in state.held}
+        approved = [f for f in failures if f.node in before]
+        failures = [f for f in failures if f.node not in before]
+        value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED)
+        state = state.model_copy(
+            update={"released_at": format_time(released), "released_by": value, "held": []}
+        )
+        draft.set(breaker=state)
+        _say_released(draft, value or "", "the failed node(s) it held were answered")
+        tripped = False
     verdict = judge_breaker(
         tripped=tripped,
         tripped_at=_tripped_at(draft) if tripped else None,
         failures=failures,
-        troubled=len(draft.suspect_nodes - {f.node for f in failures}),
+        troubled=len(draft.suspect_nodes - {f.node for f in [*approved, *failures]}),
         ledger=draft.ledger,
         pool_size=len(held) + len(deleted),
         policy=policy,
@@ -245,6 +271,8 @@ def handle_failures(draft: Draft, type_key: str) -> None:
             names = ", ".join(sorted(f.node for f in active))
             began = min(f.detected for f in active)
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
+        for failure in approved:
+            _quarantine(draft, failure)
         return
     if verdict.move == BreakerMove.CLEAR:
         draft.condition(
@@ -257,18 +285,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         )
     elif verdict.move == BreakerMove.RELEASE:
         value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED, "")
-        draft.condition(
-            ConditionType.MASS_FAILURE,
-            False,
-            "ReleasedByPerson",
-            f"released by {labels.ANNOTATION_PROCEED}={value}",
-        )
-        draft.event(
-            NORMAL,
-            "MassFailureReleased",
-            f"released by {labels.ANNOTATION_PROCEED}={value}: answering {len(failures)} "
-            "failed node(s); the breaker is armed again for new failures",
-        )
+        _say_released(draft, value, f"answering {len(failures)} failed node(s)")
         state = state.model_copy(
             update={"released_at": format_time(draft.now), "released_by": value}
         )
@@ -276,8 +293,45 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         draft.condition(ConditionType.MASS_FAILURE, False, "BelowLimit", "")
     # Otherwise it is False already: its reason (Recovered, ReleasedByPerson) stays readable.
     draft.set(breaker=state.model_copy(update={"held": []}))
-    for failure in failures:
+    for failure in [*approved, *failures]:
         _quarantine(draft, failure)
+
+
+def _say_released(draft: Draft, value: str, what: str) -> None:
+    draft.condition(
+        ConditionType.MASS_FAILURE,
+        False,
+        "ReleasedByPerson",
+        f"released by {labels.ANNOTATION_PROCEED}={value}",
+    )
+    draft.event(
+        NORMAL,
+        "MassFailureReleased",
+        f"released by {labels.ANNOTATION_PROCEED}={value}: {what}; the breaker is armed "
+        "again for new failures",
+    )
+
+
+def _released_unwritten(draft: Draft) -> datetime | None:
+    """When a person's release was answered by a pass whose status write was lost, or
+    ``None``: the status still says the breaker holds, and a node it held is now quarantined
+    by the job with a cordon at or after the trip. Only a release answers what the breaker
+    holds, so those cordons are its answer (the earliest is when it was released). Without
+    this, the pass took the held nodes' absence from the pool for their recovery
+    (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
+    the person had approved towards the next trip; or, with failures found since, took the
+    approval for unused and answered those too, where the breaker armed again trips."""
+    tripped_at = _tripped_at(draft)
+    if tripped_at is None:
+        return None
+    held = {h.node for h in draft.status.breaker.held}
+    cordons = [
+        parse_time(r.cordoned)
+        for r in draft.ledger
+        if r.node in held and draft.roles.get(r.node) == NodeRole.QUARANTINED
+    ]
+    answered = [t for t in cordons if t is not None and t >= tripped_at]
+    return min(answered) if answered else None
 
 
 def _in_view(failures: Sequence[Failure]) -> list[Failure]:
