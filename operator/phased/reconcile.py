@@ -70,7 +70,7 @@ from phased.core.model import (
     UnquarantineNode,
 )
 from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
-from phased.core.ownership import Kind, LeftAlone, ownership
+from phased.core.ownership import Kind, LeftAlone, holds, ownership
 from phased.core.podlabels import label_int, made_by_job
 from phased.core.pools import CPU_TYPE, LineShape, has_type_labels, waiting_shape
 from phased.core.quarantine import QuarantineNote, encode_quarantine
@@ -1122,28 +1122,44 @@ class Reconciler:
         """Release the active and spare nodes of a job that is provably gone (e.g. its
         finalizer was removed by hand).
 
-        Only nodes this installation marked (core.ownership: ours); only when a fresh GET
-        of the job the node names (namespace and name labels) finds no job of that UID —
-        never on a miss in the operator's own cache. Quarantined nodes stay for a person.
+        Only nodes this installation marked that a job holds (core.ownership.holds, with
+        this installation's label); only when a fresh GET of the job the node names
+        (namespace and name labels) finds no job of that UID — never on a miss in the
+        operator's own cache. A node whose name labels someone took off (its job writes them
+        again while it lives: core.sizing.rename_held) is judged by a fresh list of every
+        TrainingJob instead, made once per call and only for such a node. Quarantined nodes
+        stay for a person.
         """
         if not (self.jobs_synced and self.nodes.synced):
             return 0
         released = 0
+        alive: set[str] | None = None  # UIDs of every job, listed afresh when needed
+        installation = self.settings.installation
         for node in self.nodes.all():
-            owner = ownership(node, self.settings.installation)
-            uid = owner.uid
-            if owner.kind != Kind.OURS or uid is None or uid in self.jobs:
+            uid = node.owner_uid
+            if not uid or uid in self.jobs or node.installation != installation:
                 continue
             if node.role not in (NodeRole.ACTIVE, NodeRole.SPARE):
+                continue
+            if not holds(node, uid, installation):
                 continue
             ref = JobRef(
                 namespace=node.labels.get(labels.LABEL_JOB_NAMESPACE, ""),
                 name=node.labels.get(labels.LABEL_JOB, ""),
                 uid=uid,
             )
-            raw = await self.job_verbs.get(ref.namespace, ref.name)
-            if raw is not None and (raw.get("metadata") or {}).get("uid") == uid:
-                continue  # alive: the cache had not seen it yet
+            if ref.namespace and ref.name:
+                raw = await self.job_verbs.get(ref.namespace, ref.name)
+                if raw is not None and (raw.get("metadata") or {}).get("uid") == uid:
+                    continue  # alive: the cache had not seen it yet
+            else:
+                if alive is None:
+                    alive = {
+                        str((j.get("metadata") or {}).get("uid"))
+                        for j in await self.job_verbs.list_all()
+                    }
+                if uid in alive:
+                    continue
             if await self.node_verbs.release(node.name, ref):
                 logger.info(
                     "released node %s of job %s/%s (gone)", node.name, ref.namespace, ref.name

@@ -114,6 +114,8 @@ class FakeCluster:
             }
         if match := _POD.match(path):
             return self._pod(method, match["ns"], match["name"], bool(match["sub"]), resource)
+        if path == "/apis/phased.dev/v1alpha1/trainingjobs" and method == "GET":
+            return {"items": copy.deepcopy(list(self.jobs.values()))}
         if match := _JOB.match(path):
             return self._job(method, (match["ns"], match["n"]), body, verb, resource)
         raise AssertionError(f"the fake API does not serve {method} {path}")

@@ -252,7 +252,6 @@ def test_a_namesake_job_does_not_keep_the_old_jobs_node() -> None:
         ("another installation's", _held(installation="team-b")),
         ("written before installations", _held(installation=None)),
         ("quarantined", _held(role="quarantined")),
-        ("without a job name", {**_held(), labels.LABEL_JOB: ""}),
     ],
 )
 def test_nodes_no_one_can_prove_orphaned_are_left_alone(case: str, marks: dict) -> None:
@@ -263,6 +262,39 @@ def test_nodes_no_one_can_prove_orphaned_are_left_alone(case: str, marks: dict) 
     assert [path for _, path in cluster.calls if path.startswith("/apis/")] == []  # no GET
     if case != "quarantined":
         assert sum(reconciler.left_alone().values()) == 1
+
+
+@pytest.mark.parametrize(
+    "marks",
+    [
+        {**_held(), labels.LABEL_JOB: ""},
+        {k: v for k, v in _held().items() if k != labels.LABEL_JOB_NAMESPACE},
+    ],
+)
+def test_a_node_without_its_job_name_labels_is_judged_by_a_fresh_list_of_every_job(
+    marks: dict,
+) -> None:
+    """Its job writes the names again while it lives (core.sizing.rename_held); once the
+    job is gone without letting go, the node is proved orphaned by a fresh list of every
+    TrainingJob (one, whatever the number of such nodes), not left marked for ever."""
+    cluster = FakeCluster()
+    cluster.add_node("n", marks)
+    cluster.add_node("m", marks)
+    alive = {"metadata": {"namespace": "ml", "name": "other", "uid": "uid-other"}}
+    cluster.jobs[("ml", "other")] = alive
+    _orphans(cluster)
+    for name in ("n", "m"):
+        assert labels.LABEL_JOB_UID not in cluster.nodes[name]["metadata"]["labels"]
+    lists = [p for m, p in cluster.calls if m == "GET" and p.endswith("/trainingjobs")]
+    assert len(lists) == 1
+
+
+def test_a_node_without_its_job_name_labels_stays_while_a_fresh_list_finds_its_job() -> None:
+    cluster = FakeCluster()
+    cluster.add_node("n", {**_held(), labels.LABEL_JOB: ""})
+    cluster.jobs[("ml", "llm")] = {"metadata": {"namespace": "ml", "name": "llm", "uid": JOB.uid}}
+    _orphans(cluster)
+    assert cluster.patches() == []
 
 
 # --- evictions -------------------------------------------------------------------------------
