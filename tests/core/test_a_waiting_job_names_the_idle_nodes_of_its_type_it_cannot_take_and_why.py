@@ -3,7 +3,10 @@ take, and why — cordoned, not Ready, or tainted by someone else — beside tho
 for their marks or pods: a person who sees idle GPUs and a waiting job learns which taint
 or cordon stands between them. Nodes other jobs hold are no news and are not named."""
 
+from dataclasses import replace
+
 from phased.api.v1alpha1 import JobState, NodeRole
+from phased.core import labels
 from phased.core.decide import decide
 from phased.core.model import EmitEvent, JobRef, Plan, Taint
 from tests.core.builders import SETTINGS, T0, nodes, owned, phase, snapshot, spec
@@ -42,3 +45,23 @@ def test_nodes_held_by_other_jobs_are_not_named():
     plan = decide(snapshot(TRAIN, [*busy, *nodes("c", 1, unschedulable=True)]), SETTINGS, T0)
     message = _left_alone(plan)
     assert "1 H100 node(s)" in message and "b0" not in message
+
+
+def test_nodes_out_of_the_operators_node_selector_are_not_named():
+    """A node out of the settings' ``nodeSelector`` is not the operator's to use: named, it
+    sent a person to uncordon or unmark a node no job would ever claim."""
+    selected = SETTINGS.model_copy(update={"node_selector": "pool=gpu"})
+    inside = [
+        replace(n, labels={**n.labels, "pool": "gpu"}) for n in nodes("c", 1, unschedulable=True)
+    ]
+    outside = [
+        *nodes("x", 1, unschedulable=True),  # cordoned, out of the selector
+        *[  # marks no job holds it by (its role taken off), out of the selector
+            replace(n, labels={k: v for k, v in n.labels.items() if k != labels.LABEL_ROLE})
+            for n in [owned(m, NodeRole.ACTIVE, OTHER) for m in nodes("p", 1)]
+        ],
+    ]
+    plan = decide(snapshot(TRAIN, [*inside, *outside]), selected, T0)
+    message = _left_alone(plan)
+    assert "1 H100 node(s)" in message and "c00 (Cordoned)" in message
+    assert "x00" not in message and "p00" not in message

@@ -256,12 +256,17 @@ _NAMED = 5  # nodes named in one event
 def left_alone(draft: Draft, type_key: str) -> list[tuple[str, str]]:
     """Nodes of the phase's type that Phased leaves alone for marks it did not write or for
     others' pods, and unmarked ones that could not take a worker now (cordoned, not Ready,
-    tainted: :func:`phased.core.pools.unfit_now`): (node, why), by name."""
+    tainted: :func:`phased.core.pools.unfit_now`): (node, why), by name. Only nodes within
+    the operator's ``nodeSelector``: one out of it is not the operator's to use whatever its
+    marks or cordon (it is seen only while it carries this installation's marks), and named
+    it sent a person to mend a node that would never be claimed anyway."""
     found: list[tuple[str, str]] = []
     gpus = draft.phase.gpus_per_node
     for name in sorted(draft.nodes):
         node = draft.nodes[name]
         if name in draft.roles or not matches(node, type_key, gpus, draft.settings):
+            continue
+        if not in_scope(node, draft.settings):
             continue
         if name in draft.occupied:
             pods = draft.occupied[name]
