@@ -586,18 +586,8 @@ class Reconciler:
             # The plan's status holds a node it did not get: like a failed action, the
             # status is not written (nor observed), and the job is decided again shortly
             # from the cluster as it is (the refusal planned that look).
-            await self._announce(entry, plan, now)
             return
-        # The events go with the status write, not before it: the pass ends one round trip
-        # after its last action, whatever the number of events. Both are awaited before an
-        # error ends the pass (nothing is left in flight).
-        for outcome in await asyncio.gather(
-            self._announce(entry, plan, now),
-            self._write_status(entry, snapshot, plan),
-            return_exceptions=True,
-        ):
-            if isinstance(outcome, BaseException):
-                raise outcome
+        await self._write_status(entry, snapshot, plan)
         self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
             await self.job_verbs.set_finalizer(raw, False)
@@ -754,6 +744,7 @@ class Reconciler:
         return shape
 
     async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
+        events = [a for a in plan.actions if isinstance(a, EmitEvent)]
         for batch in batches(plan.actions):
             # Every request of a batch is awaited before an error stops the plan: none is
             # left in flight when the pass ends. The first error in the plan's order counts.
@@ -770,28 +761,17 @@ class Reconciler:
                 ):
                     raise _Refused(result) from result
                 raise result
-
-    async def _announce(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
-        """The plan's events, all at once (each is best effort and none needs another's
-        answer): posted one after another, they held up the status write and so the job's
-        next pass, which after a swap creates the new generation, by a round trip each."""
-        posts = []
-        for event in plan.actions:
-            if not isinstance(event, EmitEvent):
-                continue
+        for event in events:
             if event.reason in _REPEATING:
                 key = (entry.ref.uid, event.reason, event.message)
                 last = self._posted.get(key)
                 if last is not None and time.monotonic() - last < _REPEAT_EVERY:
                     continue
                 self._posted[key] = time.monotonic()
-            posts.append(
-                self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
-            )
+            await self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
         if len(self._posted) > 10_000:  # forget the oldest half; a repeat costs one event
             for key in sorted(self._posted, key=self._posted.__getitem__)[:5_000]:
                 del self._posted[key]
-        await asyncio.gather(*posts)
 
     async def _perform(self, entry: JobEntry, action: Action, now: datetime) -> None:
         job = entry.ref
