@@ -240,13 +240,18 @@ class NodeVerbs:
     async def get(self, name: str) -> JSON:
         return await self._kube.request("get", "GET", f"/api/v1/nodes/{name}", resource="nodes")
 
-    async def _update(self, name: str, mutate: Mutation) -> JSON | None:
-        """Read, mutate, patch with a resourceVersion precondition; retry lost races."""
+    async def _update(
+        self, name: str, mutate: Mutation, gone: Callable[[], None] | None = None
+    ) -> JSON | None:
+        """Read, mutate, patch with a resourceVersion precondition; retry lost races.
+        ``gone`` is called when the node turns out deleted (its read or its patch 404)."""
         for _ in range(_ATTEMPTS):
             try:
                 node = await self.get(name)
             except NotFound:
                 self._seen(name, None)
+                if gone is not None:
+                    gone()
                 return None
             patch = mutate(node)
             if patch is None:
@@ -269,6 +274,8 @@ class NodeVerbs:
                 continue
             except NotFound:
                 self._seen(name, None)
+                if gone is not None:
+                    gone()
                 return None
             self._seen(name, written)
             return written
@@ -288,7 +295,8 @@ class NodeVerbs:
     ) -> Claim:
         """Take a free node for ``job``. ``won`` is False when it is no longer free as the
         decision saw it (another job won, or it changed since); ``fresh`` is then the node as
-        the API holds it now, for the caller's view.
+        the API holds it now, for the caller's view (``None``: deleted, even between the
+        claim's read and its patch).
 
         With ``clearing`` (an active claim of a node with pods of a preemptible class) the
         node is marked ``clearing-since``: decide evicts those pods. ``replaces`` (see
@@ -331,7 +339,10 @@ class NodeVerbs:
                 "spec": {"taints": taints},
             }
 
-        result = await self._update(name, mutate)
+        # A node deleted after its read (the patch answered 404) is gone: the read is not
+        # what the API holds now. Before, it was handed back as ``fresh`` and put the
+        # deleted node back into the view.
+        result = await self._update(name, mutate, gone=seen.clear)
         if result is not None and self._held(result, job):
             return Claim(won=True, fresh=result)
         return Claim(won=False, fresh=seen[0] if seen else None)
