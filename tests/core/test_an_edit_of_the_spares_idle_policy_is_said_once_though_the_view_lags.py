@@ -2,8 +2,8 @@
 before the node watch has delivered the new taints (an event woke the job again at once)
 still sees the old ones: it writes the spares' role again — idempotent, nothing changes on
 the node — but says nothing more. That is judged from what the cluster says (the status the
-first pass wrote, decided on this very generation), not from memory, so a restarted
-operator whose view still lags says nothing again either."""
+first pass wrote records the policy it rewrote the spares for, ``pool.sparesWhileIdle``),
+not from memory, so a restarted operator whose view still lags says nothing again either."""
 
 from __future__ import annotations
 

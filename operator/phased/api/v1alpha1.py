@@ -722,6 +722,10 @@ class Pool(_Status):
     # read it: a node recreated under the same name is another object (absent in statuses
     # written before it was kept: then its creation time is read instead)
     uids: dict[str, str] = Field(default_factory=dict)
+    # The spares.whileIdle the held spares' taints were last rewritten for (or found agreeing
+    # with, in a status that had none): SpareTaintsChanged is said when a rewrite reaches
+    # another value (None: statuses written before it was kept)
+    spares_while_idle: SpareIdlePolicy | None = None
 
 
 class Interruption(_Status):

@@ -1243,14 +1243,20 @@ def retaint_spares(draft: Draft) -> None:
     reaches the spares already held, not only those claimed later (the role written again
     writes the taint; a spare returned from quarantine is given its taint the same way).
 
-    ``SpareTaintsChanged`` is said once per edit: by the first pass to reach the spares under
-    the edited spec (:func:`_first_at_the_spares`). A later pass that still sees the old
-    taint (the node watch has not delivered the write yet) writes the role again, which
-    changes nothing on the node, and says nothing."""
-    borrowable = draft.spec.spares.while_idle == SpareIdlePolicy.PREEMPTIBLE
+    ``SpareTaintsChanged`` is said when a pass rewrites spares for another policy than the
+    one the last rewrite was for — ``status.pool.sparesWhileIdle``, which every rewrite
+    records (:func:`_first_at_the_spares`): once per policy value reached, whatever the
+    generation says. A later pass that still sees the old taint (the node watch has not
+    delivered the write yet) writes the role again, which changes nothing on the node, and
+    says nothing; an edit reverted while the view lags says it when the spares are written
+    back. A status that records no value (written before it was kept) takes the policy the
+    held spares agree with, unsaid."""
+    policy = draft.spec.spares.while_idle
+    borrowable = policy == SpareIdlePolicy.PREEMPTIBLE
     touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
+    held = draft.held(NodeRole.SPARE)
     moved: list[str] = []
-    for node in draft.held(NodeRole.SPARE):
+    for node in held:
         if node.name in touched:
             continue
         keys = {t.key for t in node.taints}
@@ -1261,7 +1267,7 @@ def retaint_spares(draft: Draft) -> None:
         draft.event(
             NORMAL,
             "SpareTaintsChanged",
-            f"spares.whileIdle is {draft.spec.spares.while_idle.value}: spare(s) "
+            f"spares.whileIdle is {policy.value}: spare(s) "
             f"{', '.join(moved)} now "
             + (
                 "carry the spare taint, which others may tolerate to borrow them"
@@ -1269,12 +1275,14 @@ def retaint_spares(draft: Draft) -> None:
                 else "carry the pool taint, which keeps every other workload off"
             ),
         )
+    if moved or (held and draft.status.pool.spares_while_idle is None):
+        draft.set(pool=draft.status.pool.model_copy(update={"spares_while_idle": policy}))
 
 
 def _first_at_the_spares(draft: Draft) -> bool:
-    """This pass is the first to reach the held spares under the spec as it is: the status
-    it starts from — what the cluster says, so an operator restarted meanwhile judges the
-    same — was written by a pass that decided an older generation (the spec was edited
-    since), or by one the breaker stopped before the spares (it held failures)."""
-    status = draft.snap.status
-    return status.observed_generation != draft.snap.job.generation or bool(status.breaker.held)
+    """This pass's rewrite is the first for the policy as it is: the status it starts from —
+    what the cluster says, so an operator restarted meanwhile judges the same — records the
+    spares rewritten for another policy last, or none. Not the generation: a spec held
+    invalid is observed (``observedGeneration``) without its policy reaching the spares, and
+    an edit reverted while the view lagged rewrote them with none."""
+    return draft.snap.status.pool.spares_while_idle != draft.spec.spares.while_idle
