@@ -323,7 +323,7 @@ class Reconciler:
                 entry.timer.cancel()
             if self.metrics:
                 self.metrics.forget_job(ref.namespace, ref.name)
-            if entry is not None and _waiting_for(entry.raw):
+            if entry is not None and _in_line(entry.raw):
                 self.trigger_waiting()  # it left the line: the jobs behind may claim now
             return
         entry = self.jobs.get(ref.uid)
@@ -382,16 +382,16 @@ class Reconciler:
         :meth:`_claimants`). So too when its spec is edited so that the phase it waits to
         start has another shape (:meth:`_line_shape`): the jobs behind keep for it only the
         free nodes it could take, read from that shape."""
-        before, place, deleting = _waiting_for(entry.raw), _priority(entry.raw), entry.ref.deleting
+        before, place, deleting = _in_line(entry.raw), _priority(entry.raw), entry.ref.deleting
         ref = job_ref_from_raw(raw)
         edited = bool(before) and ref.generation != entry.ref.generation
         shape = self._line_shape(entry) if edited else None
         entry.ref, entry.raw = ref, raw
-        moved = before != _waiting_for(raw) or place != _priority(raw)
+        moved = before != _in_line(raw) or place != _priority(raw)
         moved = moved or (edited and self._line_shape(entry) != shape)
         if before and (moved or entry.ref.deleting != deleting):
             self.trigger_waiting()
-        self._wake_gpu_spare_holders(before, _waiting_for(raw))
+        self._wake_gpu_spare_holders(before, _in_line(raw))
 
     def _wake_gpu_spare_holders(self, before: dict[str, Any], after: dict[str, Any]) -> None:
         """A job that joins the line for a GPU type, or asks for more of it, wakes the running
@@ -434,8 +434,8 @@ class Reconciler:
         """A node may have come free: wake the jobs that want capacity."""
         for uid, entry in self.jobs.items():
             status = entry.raw.get("status") or {}
-            if status.get("state") in (None, JobState.PENDING, JobState.WAITING) or status.get(
-                "waitingFor"
+            if status.get("state") in (None, JobState.PENDING, JobState.WAITING) or _in_line(
+                entry.raw
             ):
                 self.trigger(uid)
 
@@ -707,7 +707,12 @@ class Reconciler:
                 # last pass writes no status (the object is about to go), and it may linger
                 # behind another finalizer with its waitingFor as it was.
                 continue
-            wants = (other.raw.get("status") or {}).get("waitingFor") or {}
+            wants = _waiting_for(other.raw)
+            spares = False
+            if not wants:
+                # A running job short of spares is in line for them at its place (it is not
+                # waiting: nothing else reads it so).
+                wants, spares = _spares_wanted(other.raw), True
             if not wants:
                 continue
             shape = self._line_shape(other)
@@ -721,6 +726,7 @@ class Reconciler:
                     tolerations=shape[1] if shape is not None else None,
                     fault_conditions=shape[2] if shape is not None else (),
                     types=shape[3] if shape is not None else None,
+                    spares=spares,
                 )
             )
         return tuple(out)
@@ -1092,7 +1098,7 @@ class Reconciler:
             gone = self.jobs.pop(uid)
             if gone.timer is not None:
                 gone.timer.cancel()
-            if _waiting_for(gone.raw):
+            if _in_line(gone.raw):
                 self.trigger_waiting()
             if self.metrics:
                 self.metrics.forget_job(gone.ref.namespace, gone.ref.name)
@@ -1266,6 +1272,18 @@ def _waiting_for(raw: dict[str, Any]) -> dict[str, Any]:
     status = raw.get("status")
     wanted = status.get("waitingFor") if isinstance(status, dict) else None
     return wanted if isinstance(wanted, dict) else {}
+
+
+def _spares_wanted(raw: dict[str, Any]) -> dict[str, Any]:
+    """The spares a running job's status says it is short of (``status.sparesWanted``)."""
+    status = raw.get("status")
+    wanted = status.get("sparesWanted") if isinstance(status, dict) else None
+    return wanted if isinstance(wanted, dict) else {}
+
+
+def _in_line(raw: dict[str, Any]) -> dict[str, Any]:
+    """What a job is in line for: the nodes it waits for, or the spares it runs short of."""
+    return _waiting_for(raw) or _spares_wanted(raw)
 
 
 def _count(value: Any) -> int:

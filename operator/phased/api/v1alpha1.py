@@ -807,6 +807,10 @@ class TrainingJobStatus(_Status):
     # GPU type ("" for CPU) -> nodes still missing before the current phase can start; other
     # jobs' reconcilers read it to hand free nodes out fairly.
     waiting_for: dict[str, int] = Field(default_factory=dict)
+    # GPU type ("" for CPU) -> spares a running generation is still short of (spares.count
+    # beyond those it holds): its place in line for them, read by the jobs behind it. Never
+    # set while the job waits, and cleared once the spares are full or it stops running.
+    spares_wanted: dict[str, int] = Field(default_factory=dict)
     # Nodes under suspicion, with when the trouble began (the only record of a GPU-capacity
     # drop's start, which no node condition carries).
     suspects: list[Suspect] = Field(default_factory=list)

@@ -593,6 +593,7 @@ def _invalid(snapshot: Snapshot, settings: Settings, error: str, now: datetime) 
             "conditions": list(change.conditions),
             "observed_generation": snapshot.job.generation,
             "waiting_for": {},
+            "spares_wanted": {},
         }
     )
     return Plan(actions=tuple(actions), status=new)
@@ -651,7 +652,11 @@ def _deleting(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     actions.extend(ReleaseNode(n.name) for n in held)
     # A job on its way out claims nothing: no free node is kept for it in the line.
     status: TrainingJobStatus = snapshot.status.model_copy(
-        update={"observed_generation": snapshot.job.generation, "waiting_for": {}}
+        update={
+            "observed_generation": snapshot.job.generation,
+            "waiting_for": {},
+            "spares_wanted": {},
+        }
     )
     status, gaps = _charge_hold(status, settings, now)
     actions.extend(gaps)

@@ -82,6 +82,11 @@ class Draft:
         index = min(max(0, status.phase_index), len(spec.phases) - 1)
         if index != status.phase_index:
             status = status.model_copy(update={"phase_index": index})
+        if status.spares_wanted:
+            # Said anew by each pass that refills a running generation's spares and is still
+            # short of them (sizing.refill_spares); any other pass (waiting, finished,
+            # failed, the breaker holding) leaves the line for spares.
+            status = status.model_copy(update={"spares_wanted": {}})
         by_name = {r.name: r for r in status.phases}
         records = [by_name.get(p.name) or PhaseRecord(name=p.name) for p in spec.phases]
         carried = carried_record(spec, status, snap.pods)  # the waited phase, renamed

@@ -210,6 +210,9 @@ class Claimant:
     # The types its phase accepts, in its order of preference (``None``: unknown): of several
     # that free nodes cover, its own pass starts it on the first.
     types: tuple[str, ...] | None = None
+    # It runs, short of spares (``status.sparesWanted``): it takes whatever free nodes it can
+    # of its need, as its refill does, rather than waiting for all of it at once.
+    spares: bool = False
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,10 @@ covers it (:func:`_by_preference`). Spare refills of running
 jobs, and a started phase re-forming after a failure, never wait in line to make up the pool
 they ran with; growing beyond it, they take only what the jobs ahead leave. A spare refill,
 and a restart making up its spares, leave a job ahead the free nodes that would admit it now
-(:func:`starting_now`).
+(:func:`starting_now`). A running job short of spares is in line for them at its place
+(``status.sparesWanted``, a claimant marked ``spares``): the jobs behind keep for it the free
+nodes it could take, as for a waiting job ahead, and a refill behind leaves it what it could
+take now, covered whole or not (:func:`starting_now`).
 """
 
 from __future__ import annotations
@@ -441,9 +444,10 @@ def starting_now(
     (:func:`could_take`), less those the jobs before it in line could take (each job
     ahead counts its need on the first type in its order of preference that covers it, as
     its own pass starts on it, or on every type it wants when none does, as the line keeps
-    it there), reach its need. A running generation's spare refill, and a restart making up
-    its spares, leave them their nodes: their own pass, woken by the same nodes, takes
-    them."""
+    it there), reach its need. A running job ahead short of spares (``claimant.spares``)
+    is among them whenever it could take some of the free nodes: its refill takes what it
+    can. A running generation's spare refill, and a restart making up its spares, leave
+    them their nodes: their own pass, woken by the same nodes, takes them."""
     ahead = sorted(
         (
             c
@@ -466,6 +470,13 @@ def starting_now(
             ]
             for k in wants
         }
+        if claimant.spares:
+            # A running job short of spares: its refill takes what it can of them now.
+            mine = [name for key in wants for name in takes[key][: wants[key]]]
+            used.update(mine)
+            if mine:
+                starting.append(claimant)
+            continue
         covered = [k for k in wants if len(takes[k]) >= wants[k]]
         for key in covered[:1] or list(wants):
             used.update(takes[key][: wants[key]])

@@ -75,7 +75,11 @@ def refused(
     )
     # A job in line cannot claim while refused (the claim and Secret are made before any
     # claim, and the pass stops there): it leaves the line, as an invalid one does.
-    update: dict[str, object] = {"conditions": list(change.conditions), "waiting_for": {}}
+    update: dict[str, object] = {
+        "conditions": list(change.conditions),
+        "waiting_for": {},
+        "spares_wanted": {},
+    }
     if status.state not in (JobState.SUCCEEDED, JobState.FAILED):
         update["message"] = message
     if status.state == JobState.RUNNING:

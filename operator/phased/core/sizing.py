@@ -436,12 +436,17 @@ def _gpu_wanted(
 
 
 def _waiting_gpu(draft: Draft, me: Claimant | None) -> list[Claimant]:
-    """The other jobs waiting in line for something (ahead of ``me``; ``None``: all)."""
+    """The other jobs waiting in line for something (ahead of ``me``; ``None``: all, but
+    a running job short of spares only when it is ahead of this one: its spare need never
+    holds back a job ahead of it)."""
     uid = draft.snap.job.uid
+    own = _me(draft, CPU_TYPE, 1)
     return [
         c
         for c in draft.snap.waiting
-        if c.uid != uid and (me is None or ahead_of(c, me)) and any(c.wants.values())
+        if c.uid != uid
+        and (ahead_of(c, me or own) or (me is None and not c.spares))
+        and any(c.wants.values())
     ]
 
 
@@ -911,7 +916,11 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     nodes would admit now is left its need (:func:`_left_by_jobs_starting`). A CPU phase
     allowed GPU nodes takes none a waiting GPU job wants, though, whatever its place in line
     (:func:`_kept_for_gpu_jobs`):
-    a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits."""
+    a GPU node idle as a CPU job's spare is GPU-hours paid for nothing while that job waits.
+
+    The spares still missing after it are published (``spares_wanted``): the job's place in
+    line for them, read by the jobs behind (cleared by any pass that does not get here:
+    :meth:`phased.core.draft.Draft.for_snapshot`)."""
     release_changed_spares(draft, type_key)
     if type_key == CPU_TYPE:
         for node in _gpu_spares_wanted(draft):
@@ -932,7 +941,12 @@ def refill_spares(draft: Draft, type_key: str) -> None:
     # the spares are kept for it meanwhile.
     actives = min(len(draft.held(NodeRole.ACTIVE)), draft.phase.nodes.max)
     room = draft.phase.nodes.max + wanted - actives
-    claimed = _fit_spares(draft, max(0, min(wanted, room)), free)
+    target = max(0, min(wanted, room))
+    claimed = _fit_spares(draft, target, free)
+    missing = target - len(draft.held(NodeRole.SPARE))
+    # Its place in line for the spares it is still short of: the jobs behind it keep free
+    # nodes for them (it is no waiting job: state, conditions and waitingFor stay as they are).
+    draft.set(spares_wanted={type_key: missing} if missing > 0 else {})
     if claimed:
         draft.event(
             NORMAL,
