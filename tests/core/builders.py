@@ -398,7 +398,7 @@ class Cluster:
 
     def schedule(self) -> None:
         """Pending pods go to free, Ready, uncordoned active nodes of the job and start
-        Running."""
+        Running (their containers start now)."""
         busy = {
             p.node_name for p in self.pods.values() if p.node_name and p.phase == PodPhase.RUNNING
         }
@@ -410,7 +410,9 @@ class Cluster:
             for n in sorted(self.nodes.values(), key=lambda x: x.name):
                 active = n.owner_uid == self.job.uid and n.role == NodeRole.ACTIVE
                 if active and n.ready and not n.unschedulable and n.name not in busy:
-                    self.pods[name] = replace(p, node_name=n.name, phase=PodPhase.RUNNING)
+                    self.pods[name] = replace(
+                        p, node_name=n.name, phase=PodPhase.RUNNING, running_since=self.now
+                    )
                     busy.add(n.name)
                     break
 

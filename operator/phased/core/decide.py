@@ -349,9 +349,11 @@ def _gpu_nodes(draft: Draft) -> tuple[accounting.GPUNode, ...]:
 
 def _mark_resumed(draft: Draft) -> None:
     """Open failures end when every rank of the running generation is Running again (or has
-    succeeded) or, when workers report checkpoints, at the first report of a worker started
-    after them. Those that interrupted nothing (a node whose worker had succeeded, a phase
-    that had made no worker yet) are resumed at detection."""
+    succeeded) — dated at its workers' last start, as the pods say it
+    (:func:`interruptions.gang_started`), should a pass after that one find it — or, when
+    workers report checkpoints, at the first report of a worker started after them. Those
+    that interrupted nothing (a node whose worker had succeeded, a phase that had made no
+    worker yet) are resumed at detection."""
     resume_done_workers(draft)
     if checkpoints.judged(draft):
         for i, entry in enumerate(draft.ledger):
@@ -369,13 +371,15 @@ def _mark_resumed(draft: Draft) -> None:
         return
     if not _whole(draft):
         return
+    pods = live(generation_pods(draft))
     for i, entry in enumerate(draft.ledger):
         if entry.resumed is None:
             start = parse_time(entry.detected) or draft.now
+            resumed = interruptions.gang_started(draft, pods, start, entry.generation)
             draft.ledger[i] = entry.model_copy(
                 update={
-                    "resumed": format_time(draft.now),
-                    "interruption_seconds": seconds_between(start, draft.now),
+                    "resumed": format_time(resumed),
+                    "interruption_seconds": seconds_between(start, resumed),
                 }
             )
 

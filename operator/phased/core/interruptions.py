@@ -92,6 +92,31 @@ def resume(draft: Draft, pods: Sequence[PodInfo], whole: bool) -> None:
         draft.set(interruption=spent.model_copy(update={"stops": stops}))
 
 
+def gang_started(
+    draft: Draft, pods: Sequence[PodInfo], since: datetime, interrupted: int | None
+) -> datetime:
+    """When the pods say training resumed after an interruption that began at ``since``:
+    the last start of a running worker of ``pods`` (the live workers of the running
+    generation, every rank Running or succeeded), once the gang was remade after it — a
+    generation later than ``interrupted``, or a worker created after it began (a rank
+    replaced alone). Never later than now, nor before ``since`` or the last pass whose
+    status was written (it found training not resumed, and charged the interruption up to
+    then): the kubelet's clock and the operator's may differ. Now when the pods do not say:
+    a running worker without its start, or none remade (the workers lived through it)."""
+    running = [p for p in pods if p.phase == PodPhase.RUNNING]
+    remade = any(
+        (interrupted is not None and p.generation > interrupted)
+        or (p.created is not None and p.created > since)
+        for p in pods
+    )
+    starts = [p.running_since for p in running]
+    if not running or not remade or any(s is None for s in starts):
+        return draft.now
+    written = parse_time(draft.snap.status.accounting.accounted_at)
+    floor = since if written is None else max(since, written)
+    return min(draft.now, max(floor, max(s for s in starts if s is not None)))
+
+
 def done_nodes(pods: Sequence[PodInfo], held: Sequence[HeldFailure]) -> set[str]:
     """The held nodes on which a worker of ``pods`` (the running generation's), made before
     the node's trouble began, has succeeded: its rank did its part, so the breaker holding
@@ -116,7 +141,7 @@ def _resumed(
     if stop.phase != draft.phase.name:  # its phase ended with a status write that was lost
         return draft.now
     if not draft.spec.checkpoint.report:
-        return draft.now if whole else None
+        return gang_started(draft, pods, since, stop.generation) if whole else None
     first = draft.snap.reports.first_since(stop.phase, since, stop.generation)
     if first is not None:
         return first.time

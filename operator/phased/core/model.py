@@ -115,6 +115,9 @@ class PodInfo:
     ready: bool = False
     created: datetime | None = None
     started: datetime | None = None  # status.startTime
+    # When the pod's last container started (the latest ``state.running.startedAt`` of its
+    # containers, as the kubelet wrote it); None when no container says it runs.
+    running_since: datetime | None = None
     exit_code: int | None = None
     reason: str = ""
     # Why a Pending pod does not run: a container's waiting reason (ErrImagePull,

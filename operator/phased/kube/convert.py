@@ -123,6 +123,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         ready=ready,
         created=parse_time(meta.get("creationTimestamp")),
         started=parse_time(status.get("startTime")),
+        running_since=_running_since(status),
         exit_code=exit_code,
         reason=reason,
         waiting_reason=waiting_reason,
@@ -174,6 +175,17 @@ def _controller(meta: dict[str, Any]) -> str:
         if isinstance(owner, dict) and owner.get("controller") is True:
             return str(owner.get("uid") or "")
     return ""
+
+
+def _running_since(status: dict[str, Any]) -> datetime | None:
+    """When the last of the pod's running containers started (None: none says it runs)."""
+    starts = [
+        parse_time(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+        for cs in status.get("containerStatuses") or []
+        if isinstance(cs, dict)
+    ]
+    known = [s for s in starts if s is not None]
+    return max(known) if known else None
 
 
 def _waiting(status: dict[str, Any]) -> tuple[str, str]:
