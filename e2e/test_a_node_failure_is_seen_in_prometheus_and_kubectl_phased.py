@@ -406,4 +406,9 @@ def test_kubectl_phased_nodes_names_holders_and_the_quarantine(run: Run, kubecon
     text = kubectl_phased(kubeconfig, "nodes")
     assert text.returncode == 0, text.stderr
     assert f"{run.victim} ({run.namespace}/{JOB}): NodeNotReady" in text.stdout
-    assert f"phased release-node {run.victim}" in text.stdout
+    # the hint names the installation that marked the node (release-node leaves others' alone)
+    installation = rows[0]["installation"]
+    assert installation
+    hints = [line.split() for line in text.stdout.splitlines() if "release-node" in line]
+    command = ["phased", "release-node", "--installation", installation]
+    assert any(h[3:7] == command and run.victim in h[7:] for h in hints), hints
