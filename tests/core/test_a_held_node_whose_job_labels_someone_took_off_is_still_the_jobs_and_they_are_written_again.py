@@ -16,15 +16,8 @@ from phased.api.v1alpha1 import JobState, NodeRole
 from phased.core import labels
 from phased.core.model import ClaimNode, CreatePod, DeletePod, EmitEvent, ReleaseNode, SetNodeRole
 from phased.core.ownership import Kind, ownership
-from tests.core.builders import SETTINGS, Cluster, node, phase, spec, with_ready
-
-
-def _running(spares: int = 1) -> Cluster:
-    the_nodes = {f"n{i:02d}": node(f"n{i:02d}") for i in range(6)}
-    cluster = Cluster(spec(phase("train", 3, 3), spares=spares), the_nodes)
-    cluster.settle()
-    assert cluster.status.state == JobState.RUNNING
-    return cluster
+from tests.core.builders import SETTINGS, Cluster, with_ready
+from tests.core.test_an_active_node_whose_pool_taint_someone_removed_gets_it_back import _running
 
 
 def _relabel(cluster: Cluster, name: str, **changed: str | None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from phased.api.v1alpha1 import JobState, TrainingJobSpec, parse_spec
+from phased.api.v1alpha1 import JobState, TrainingJobSpec
 from phased.core.draft import Draft
 from phased.core.model import CreatePod, DeletePod, PodInfo
 from phased.core.sizing import phase_type, recover_phase_start
@@ -22,6 +22,12 @@ from phased.core.storage import made_place
 from phased.core.workers import Worker
 from phased.kube.convert import checkpoint_fields
 from tests.core.builders import JOB, Cluster, events, nodes, phase, spec
+from tests.core.test_the_place_checkpoints_are_kept_cannot_move_once_the_job_started import (
+    _edit,
+    _no_volume,
+    _other_claim,
+    _other_path,
+)
 
 CLAIMED = {"volume": {"claimName": "ckpt-a"}, "path": "/ckpt"}
 
@@ -56,24 +62,6 @@ def _recorded_by_an_older_operator(checkpoint: dict[str, Any]) -> Cluster:
     ]
     cluster.status = cluster.status.model_copy(update={"phases": old})
     return cluster
-
-
-def _edit(the_spec: TrainingJobSpec, change: Callable[[dict[str, Any]], None]) -> TrainingJobSpec:
-    raw = the_spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    change(raw["checkpoint"])
-    return parse_spec(raw)
-
-
-def _other_claim(c: dict[str, Any]) -> None:
-    c["volume"] = {"claimName": "ckpt-b"}
-
-
-def _other_path(c: dict[str, Any]) -> None:
-    c["path"] = "/elsewhere"
-
-
-def _no_volume(c: dict[str, Any]) -> None:
-    del c["volume"]
 
 
 MOVES = [

@@ -1183,6 +1183,14 @@ def size_and_start(draft: Draft, type_key: str) -> None:
     retaint_spares(draft)
 
 
+def _write_role_again(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
+    """Write a held node's unchanged role again, which writes every mark of it (labels and
+    taint) and nothing else; an active node keeps the note of the failed node it replaces."""
+    note = decode_replaces(node.annotations.get(ANNOTATION_REPLACES))
+    lost, at = note if note is not None and role == NodeRole.ACTIVE else (None, None)
+    draft.act(SetNodeRole(node=node.name, role=role, replaces=lost, at=at))
+
+
 def retaint_actives(draft: Draft) -> None:
     """Held active nodes carry the pool taint, which keeps every other workload off them.
     One that someone else took it from (``kubectl taint nodes n phased.dev/pool-``, a tool
@@ -1200,9 +1208,7 @@ def retaint_actives(draft: Draft) -> None:
         keys = {t.key for t in node.taints}
         if node.name in touched or (TAINT_POOL in keys and TAINT_SPARE not in keys):
             continue
-        note = decode_replaces(node.annotations.get(ANNOTATION_REPLACES))
-        lost, at = note if note is not None else (None, None)
-        draft.act(SetNodeRole(node=node.name, role=NodeRole.ACTIVE, replaces=lost, at=at))
+        _write_role_again(draft, node, NodeRole.ACTIVE)
         restored.append(node.name)
     if restored:
         draft.event(
@@ -1237,9 +1243,7 @@ def rename_held(draft: Draft) -> None:
             )
             if named or node.name in touched:
                 continue
-            note = decode_replaces(node.annotations.get(ANNOTATION_REPLACES))
-            lost, at = note if note is not None and role == NodeRole.ACTIVE else (None, None)
-            draft.act(SetNodeRole(node=node.name, role=role, replaces=lost, at=at))
+            _write_role_again(draft, node, role)
             restored.append(node.name)
     if restored:
         draft.event(
