@@ -61,10 +61,19 @@ class NodeInfo:
                 return cond
         return None
 
-    @property
+    @cached_property
     def ready(self) -> bool:
         cond = self.condition("Ready")
         return cond is not None and cond.status == "True"
+
+    @cached_property
+    def marks(self) -> frozenset[str]:
+        """The ownership marks the node carries (label, annotation and taint keys), read
+        once per node object: every pass asks it of every node the job does not hold."""
+        found = {k for k in labels.OWNERSHIP_LABELS if k in self.labels}
+        found |= {k for k in labels.OWNERSHIP_ANNOTATIONS if k in self.annotations}
+        found |= {t.key for t in self.taints if t.key in labels.OWNERSHIP_TAINTS}
+        return frozenset(found)
 
     @property
     def owner_uid(self) -> str | None:

@@ -81,10 +81,7 @@ class Ownership:
 
 def marks(node: NodeInfo) -> frozenset[str]:
     """The ownership marks ``node`` carries (label, annotation and taint keys)."""
-    found = {k for k in labels.OWNERSHIP_LABELS if k in node.labels}
-    found |= {k for k in labels.OWNERSHIP_ANNOTATIONS if k in node.annotations}
-    found |= {t.key for t in node.taints if t.key in labels.OWNERSHIP_TAINTS}
-    return frozenset(found)
+    return node.marks
 
 
 def agree(node: NodeInfo) -> bool:
@@ -130,12 +127,8 @@ def ownership(node: NodeInfo, installation: str) -> Ownership:
 
 def holds(node: NodeInfo, job_uid: str, installation: str) -> bool:
     """The job with ``job_uid`` holds ``node`` (module docstring)."""
+    if not job_uid or node.owner_uid != job_uid:
+        return False  # most nodes, asked of each one a pass: the one cheap test first
     theirs = node.installation
     legacy = theirs is None and labels.ANNOTATION_CLAIMED_AT in node.annotations
-    return (
-        bool(job_uid)
-        and node.owner_uid == job_uid
-        and agree(node)
-        and node.role is not None
-        and (theirs == installation or legacy)
-    )
+    return agree(node) and node.role is not None and (theirs == installation or legacy)

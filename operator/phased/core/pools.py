@@ -45,6 +45,8 @@ take now, covered whole or not (:func:`starting_now`).
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -156,14 +158,21 @@ def free_matching(
     settings: Settings,
     tolerations: Sequence[Toleration],
 ) -> list[NodeInfo]:
-    return sorted(
-        (
-            n
-            for n in nodes
-            if is_free(n, tolerations) and matches(n, type_key, gpus_per_node, settings)
-        ),
-        key=lambda n: n.name,
-    )
+    """The nodes of ``nodes`` free (:func:`is_free`) that match the phase (:func:`matches`),
+    by name. The type's labels and resource are read once, not once per node: this runs
+    over every node the job does not hold, thousands a pass."""
+    if type_key == CPU_TYPE:
+        fit = functools.partial(is_cpu_node, settings=settings)
+    else:
+        conf = settings.gpu_types.get(GPUType(type_key))
+        if conf is None:
+            return []
+        wanted, resource = conf.node_labels, conf.resource
+
+        def fit(n: NodeInfo) -> bool:
+            return _carries(n, wanted) and n.allocatable.get(resource, 0) >= gpus_per_node
+
+    return sorted((n for n in nodes if fit(n) and is_free(n, tolerations)), key=lambda n: n.name)
 
 
 # --- topology -------------------------------------------------------------------------------

@@ -781,7 +781,7 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     # claim names the lost node it replaces (oldest first); the ledger records it from the
     # node once the claim has landed (a claim another job wins replaces nothing).
     unanswered = iter([e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None])
-    for node in _claim_order(draft, free)[: max(0, need)]:
+    for node in _claim_order(draft, free)[:need] if need > 0 else ():
         _claim(draft, node, NodeRole.ACTIVE, replaces=next(unanswered, None))
         free.remove(node)
 
@@ -793,7 +793,7 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     for node in _given_up_first(draft, spares, actives)[: max(0, len(spares) - wanted)]:
         _release(draft, node)
     need = wanted - len(draft.held(NodeRole.SPARE))
-    picked = _claim_order(draft, free)[: max(0, need)]
+    picked = _claim_order(draft, free)[:need] if need > 0 else []
     for node in picked:
         _claim(draft, node, NodeRole.SPARE)
         free.remove(node)
