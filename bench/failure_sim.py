@@ -77,6 +77,8 @@ from phased.core.model import (
 )
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
+from phased.core.times import format_time
+from phased.kube.convert import pod_from_raw
 
 EXAMPLE = REPO / "examples" / "training-100b.yaml"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -367,10 +369,13 @@ class Sim:
             n = _owned(self.nodes[action.node], NodeRole.SPARE, self.settings.installation)
             self.nodes[n.name] = replace(n, unschedulable=False, annotations={})
         elif isinstance(action, CreatePod):
-            meta = action.manifest["metadata"]
-            self.pods[meta["name"]] = PodInfo(
-                name=meta["name"], labels=dict(meta["labels"]), created=self.now
-            )
+            # Read back as the operator reads a pod the API server made of the manifest: its
+            # labels, its controlling owner (the job: only then is it a worker), where it
+            # keeps checkpoints. Before, only name and labels were kept, and once a worker had
+            # to name the job as its controller, decide saw none of these pods.
+            meta = {**action.manifest["metadata"], "creationTimestamp": format_time(self.now)}
+            pod = pod_from_raw({**action.manifest, "metadata": meta})
+            self.pods[pod.name] = pod
             self.push(self.t + self.setup.start_latency, "start", meta["name"])
         elif isinstance(action, DeletePod):
             self.pods.pop(action.name, None)
@@ -396,7 +401,11 @@ class Sim:
                 and n.name not in busy
             ):
                 self.pods[name] = replace(
-                    pod, node_name=n.name, phase=PodPhase.RUNNING, started=self.now
+                    pod,
+                    node_name=n.name,
+                    phase=PodPhase.RUNNING,
+                    started=self.now,
+                    running_since=self.now,
                 )
                 return
         self.push(self.t + 30.0, "start", name)  # unschedulable for now: retry
