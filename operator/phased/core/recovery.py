@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
@@ -119,7 +120,14 @@ def recover_ledger(draft: Draft) -> None:
     A node the last status written lists among the spares (or the breaker held as one)
     interrupted no worker: its entry is resumed at detection, as when it was answered.
     Before, it was rebuilt open, and the spare's grace and the passes after were charged to
-    the interruption budget while the workers trained on."""
+    the interruption budget while the workers trained on.
+
+    Any other node's entry gets what answering it records (:func:`_quarantine`): the
+    generation it interrupted (the last status written names the one running then) and,
+    with reports, the step the restart resumes from and the work lost. Before, these were
+    left out: the entry's lost work was missing from ``phased_job_lost_work_seconds_total``
+    and its ``resumeStep`` empty, and with no generation any worker's report, the
+    interrupted generation's too, could mark it resumed."""
     known = {(r.node, parse_time(r.detected)) for r in draft.ledger}
     written = draft.snap.status  # the last status written: the roles the nodes had then
     spares = {*written.pool.spares} | {
@@ -142,10 +150,20 @@ def recover_ledger(draft: Draft) -> None:
                 cordoned=format_time(note.cordoned) if note.cordoned else None,
                 # A spare's failure interrupted no worker, as when it was answered.
                 resumed=format_time(note.detected) if name in spares else None,
+                **({} if name in spares else _interrupted(draft, name, note.detected)),
             )
         )
         draft.event(WARNING, "NodeFailed", f"{note.message} ({note.reason})")
     recover_replacements(draft.ledger, {n: draft.nodes[n] for n in draft.roles if n in draft.nodes})
+
+
+def _interrupted(draft: Draft, name: str, detected: datetime) -> dict[str, Any]:
+    """The ledger fields of a failure of active node ``name`` (:func:`_quarantine`): the
+    generation, and with reports the resume step and lost work — only the generation when
+    its worker had succeeded (it lost no work)."""
+    if worker_done_on(draft, name, detected):
+        return {"generation": draft.status.restart_generation}
+    return checkpoints.lost_work(draft, detected)
 
 
 def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
@@ -459,8 +477,6 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
     spare = failure.role == NodeRole.SPARE  # a spare's failure interrupts no worker
     # Nor does that of a node whose worker is done: no lost work, and it is resumed at
     # detection once its replacement is recorded (resume_done_workers).
-    done = not spare and worker_done_on(draft, failure.node, failure.detected)
-    lost = {"generation": draft.status.restart_generation} if done else None
     if not spare and draft.record.start_time is None:  # no worker of the phase was made yet
         draft.unstarted_failures.add(_next_id(draft))
     draft.ledger.append(
@@ -473,7 +489,7 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             detected=format_time(failure.detected),
             cordoned=None if gone else format_time(draft.now),  # a deleted node is not cordoned
             resumed=format_time(failure.detected) if spare else None,
-            **({} if spare else lost or checkpoints.lost_work(draft, failure.detected)),
+            **({} if spare else _interrupted(draft, failure.node, failure.detected)),
         )
     )
     if gone:
