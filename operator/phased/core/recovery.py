@@ -61,6 +61,7 @@ from phased.api.v1alpha1 import (
     NodeRole,
     RestartScope,
     Suspect,
+    TroubleStart,
 )
 from phased.core import checkpoints, flapping, interruptions, labels
 from phased.core.conditions import ConditionType, find
@@ -291,6 +292,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
         for failure in approved:
             _quarantine(draft, failure)
+        _blame_answered(draft, approved)
         return
     if verdict.move == BreakerMove.CLEAR:
         draft.condition(
@@ -313,6 +315,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in [*approved, *failures]:
         _quarantine(draft, failure)
+    _blame_answered(draft, [*approved, *failures])
 
 
 def _say_released(draft: Draft, value: str, what: str) -> None:
@@ -378,14 +381,46 @@ def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> l
     current = {
         e.node: e for e in history if e.node in began and format_time(began[e.node]) == e.since
     }
+    history = _blame_held(draft, history)
     flaps = flapping.failures(
         history, held, draft.nodes, failed, current, draft.spec.failure_policy, draft.now
     )
-    for flap in flaps:  # the trouble it fails in stops its workers too
-        if flap.node in current:
-            history = flapping.blame(history, flap.node, began[flap.node])
     draft.set(troubles=history)
+    draft.flap_troubles = {f.node: began[f.node] for f in flaps if f.node in current}
     return flaps
+
+
+def _blame_held(draft: Draft, history: Sequence[TroubleStart]) -> list[TroubleStart]:
+    """Mark the trouble of each node the breaker holds that a worker of the running
+    generation ended with (Failed on it, made before its trouble began): nothing restarts
+    while it holds, so no restart marks it (:func:`_blame_troubles`). A held node whose
+    workers live through its trouble leaves it unmarked: it counted for nothing."""
+    pods = latest_attempts(live(generation_pods(draft)))
+    for h in draft.status.breaker.held:
+        since = parse_time(h.since)
+        for pod in pods:
+            if (
+                pod.node_name == h.node
+                and pod.phase == PodPhase.FAILED
+                and pod.created is not None
+                and since is not None
+                and pod.created <= since
+            ):
+                history = flapping.blame(history, h.node, pod.created)
+    return list(history)
+
+
+def _blame_answered(draft: Draft, answered: Sequence[Failure]) -> None:
+    """A node answered as flapping in the trouble it is in now: that trouble stops its
+    workers (the gang restarts without it), so it is marked as one that did. Not while the
+    breaker holds it: nothing is stopped then, and the workers may live through it
+    (:func:`_blame_held` marks it if they do not)."""
+    history = draft.status.troubles
+    for failure in answered:
+        began = draft.flap_troubles.get(failure.node)
+        if failure.reason == FailureReason.NODE_FLAPPING and began is not None:
+            history = flapping.blame(history, failure.node, began)
+    draft.set(troubles=history)
 
 
 def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
