@@ -255,6 +255,10 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         approved = [f for f in failures if f.node in before]
         failures = [f for f in failures if f.node not in before]
         value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED)
+        # What it approved and the pass cut short left is cordoned now: the release reaches
+        # to now, so those count towards the next trip no more than the ones it reached.
+        if approved:
+            released = draft.now
         state = state.model_copy(
             update={"released_at": format_time(released), "released_by": value, "held": []}
         )
@@ -335,13 +339,14 @@ def _say_released(draft: Draft, value: str, what: str) -> None:
 
 def _released_unwritten(draft: Draft) -> datetime | None:
     """When a person's release was answered by a pass whose status write was lost, or
-    ``None``: the status still says the breaker holds, and a node it held is now quarantined
-    by the job with a cordon at or after the trip. Only a release answers what the breaker
-    holds, so those cordons are its answer (the earliest is when it was released). Without
-    this, the pass took the held nodes' absence from the pool for their recovery
-    (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
-    the person had approved towards the next trip; or, with failures found since, took the
-    approval for unused and answered those too, where the breaker armed again trips."""
+        ``None``: the status still says the breaker holds, and a node it held is now quarantined
+        by the job with a cordon at or after the trip. Only a release answers what the breaker
+        holds, so those cordons are its answer (the earliest is when it was released; the caller
+    moves it to now when what it approved is answered in this pass). Without
+        this, the pass took the held nodes' absence from the pool for their recovery
+        (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
+        the person had approved towards the next trip; or, with failures found since, took the
+        approval for unused and answered those too, where the breaker armed again trips."""
     tripped_at = _tripped_at(draft)
     if tripped_at is None:
         return None
