@@ -248,3 +248,36 @@ def test_blips_the_workers_live_through_count_for_nothing():
     assert cluster.status.failures == [] and cluster.status.restarts == 0
     assert not any(t.restarted for t in cluster.status.troubles)
     assert len(cluster.running()) == 8
+
+
+def test_a_held_flapping_node_whose_workers_lived_through_its_trouble_recovers_with_it():
+    """The breaker holds nodes that would fail as flapping with the trouble they are in now
+    (the third): nothing is answered, so that trouble stops no worker by itself. When they
+    are Ready again with their workers still running, it was one the workers lived through
+    and counts for nothing: the breaker clears, and the job is charged nothing beyond it.
+    Before, the trouble was marked as one that stopped the workers as the breaker tripped,
+    and the nodes were held as flapping (the job Recovering, its interruption growing) until
+    their first trouble left the window, a day later."""
+    cluster = _job()
+    rack = cluster.held(NodeRole.ACTIVE)[:3]  # 3 of 10: more than 20 %
+    for _ in range(2):
+        _blip(cluster, rack)
+        cluster.advance(HOUR)
+    for name in rack:  # a third trouble, which the workers live through
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    cluster.advance(1)
+    assert "MassFailure" in events(cluster.step())
+    assert [h.node for h in cluster.status.breaker.held] == rack
+    cluster.advance(4)
+    for name in rack:
+        cluster.nodes[name] = with_ready(cluster.nodes[name], True, cluster.now)
+    cluster.advance(1)
+    said = [e for plan in cluster.settle() for e in events(plan)]
+    assert "MassFailureCleared" in said and "WorkersRestarted" not in said
+    assert cluster.status.breaker.held == [] and cluster.status.failures == []
+    assert cluster.status.state == JobState.RUNNING and len(cluster.running()) == 8
+    assert [t.restarted for t in cluster.status.troubles if t.node == rack[0]] == [
+        True,
+        True,
+        False,
+    ]

@@ -1,7 +1,7 @@
 """``decide``: snapshot + settings + now → plan. The one entry point of the pure core.
 
-Order of one call for a valid, live job: account the interval since the last call; recover
-ledger entries from quarantine notes; fold the workers' checkpoint reports into the status;
+Order of one call for a valid, live job: account the interval since the last call; fold the
+workers' checkpoint reports into the status; recover ledger entries from quarantine notes;
 find the position (phase, generation) from status and pods; ensure the checkpoint claim and
 report Secret; time-out and completion checks (possibly advancing several phases, each
 after its final checkpoint when workers report); failure detection and quarantine (or the
@@ -127,8 +127,10 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     draft = Draft.for_snapshot(snapshot, spec, settings, now)
     _start(draft)
     say_marks_changed(draft)
-    recover_ledger(draft)
+    # Reports first: an entry rebuilt from a quarantine note reckons its lost work from the
+    # checkpoints reported, as the pass that answered the failure did.
     checkpoints.fold_reports(draft)
+    recover_ledger(draft)
     if draft.status.state in TERMINAL:
         _account(draft)
         return _finish(draft, finished=settle(draft))

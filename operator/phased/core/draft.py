@@ -59,6 +59,9 @@ class Draft:
     waiting: bool = False
     breaker_nodes: set[str] = field(default_factory=set)  # failed, but held by the breaker
     suspect_nodes: set[str] = field(default_factory=set)
+    # Nodes failing as flapping in the trouble they are in now -> when it began: marked as
+    # one that stopped the workers only if the failure is answered (core.recovery).
+    flap_troubles: dict[str, datetime] = field(default_factory=dict)
     awaiting_final: bool = False  # the phase's workers are done; its final checkpoint is due
     # Ledger ids of failures answered this pass before the phase had made any worker.
     unstarted_failures: set[int] = field(default_factory=set)

@@ -10,7 +10,9 @@ decided), and a node whose troubles restarted the workers for the
 ``failurePolicy.flapping.troubles``-th time (default 3) within ``flapping.window`` (default
 24h; ``0s`` turns detection off) has failed, reason ``NodeFlapping``, detected when the last
 of them began: answered like any failed node (quarantine, ledger entry, events, swap for a
-spare, restart), through the breaker like any failure. Troubles the workers lived through
+spare, restart), through the breaker like any failure (the trouble it is in now is marked
+as one that stopped the workers only when it is answered, or, while the breaker holds it,
+when a worker fails with it: :mod:`phased.core.recovery`). Troubles the workers lived through
 count for nothing: a control plane that is briefly out of reach makes every kubelet NotReady
 at once, and quarantining a healthy pool for it would be the harm, not the cure.
 

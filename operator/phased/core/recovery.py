@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import (
@@ -60,6 +61,7 @@ from phased.api.v1alpha1 import (
     NodeRole,
     RestartScope,
     Suspect,
+    TroubleStart,
 )
 from phased.core import checkpoints, flapping, interruptions, labels
 from phased.core.conditions import ConditionType, find
@@ -119,7 +121,14 @@ def recover_ledger(draft: Draft) -> None:
     A node the last status written lists among the spares (or the breaker held as one)
     interrupted no worker: its entry is resumed at detection, as when it was answered.
     Before, it was rebuilt open, and the spare's grace and the passes after were charged to
-    the interruption budget while the workers trained on."""
+    the interruption budget while the workers trained on.
+
+    Any other node's entry gets what answering it records (:func:`_quarantine`): the
+    generation it interrupted (the last status written names the one running then) and,
+    with reports, the step the restart resumes from and the work lost. Before, these were
+    left out: the entry's lost work was missing from ``phased_job_lost_work_seconds_total``
+    and its ``resumeStep`` empty, and with no generation any worker's report, the
+    interrupted generation's too, could mark it resumed."""
     known = {(r.node, parse_time(r.detected)) for r in draft.ledger}
     written = draft.snap.status  # the last status written: the roles the nodes had then
     spares = {*written.pool.spares} | {
@@ -142,10 +151,20 @@ def recover_ledger(draft: Draft) -> None:
                 cordoned=format_time(note.cordoned) if note.cordoned else None,
                 # A spare's failure interrupted no worker, as when it was answered.
                 resumed=format_time(note.detected) if name in spares else None,
+                **({} if name in spares else _interrupted(draft, name, note.detected)),
             )
         )
         draft.event(WARNING, "NodeFailed", f"{note.message} ({note.reason})")
     recover_replacements(draft.ledger, {n: draft.nodes[n] for n in draft.roles if n in draft.nodes})
+
+
+def _interrupted(draft: Draft, name: str, detected: datetime) -> dict[str, Any]:
+    """The ledger fields of a failure of active node ``name`` (:func:`_quarantine`): the
+    generation, and with reports the resume step and lost work — only the generation when
+    its worker had succeeded (it lost no work)."""
+    if worker_done_on(draft, name, detected):
+        return {"generation": draft.status.restart_generation}
+    return checkpoints.lost_work(draft, detected)
 
 
 def _deleted_nodes(draft: Draft) -> list[tuple[str, NodeRole]]:
@@ -236,6 +255,10 @@ def handle_failures(draft: Draft, type_key: str) -> None:
         approved = [f for f in failures if f.node in before]
         failures = [f for f in failures if f.node not in before]
         value = draft.snap.annotations.get(labels.ANNOTATION_PROCEED)
+        # What it approved and the pass cut short left is cordoned now: the release reaches
+        # to now, so those count towards the next trip no more than the ones it reached.
+        if approved:
+            released = draft.now
         state = state.model_copy(
             update={"released_at": format_time(released), "released_by": value, "held": []}
         )
@@ -273,6 +296,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
             interruptions.stopped(draft, began, f"the breaker holds active node(s) {names}")
         for failure in approved:
             _quarantine(draft, failure)
+        _blame_answered(draft, approved)
         return
     if verdict.move == BreakerMove.CLEAR:
         draft.condition(
@@ -295,6 +319,7 @@ def handle_failures(draft: Draft, type_key: str) -> None:
     draft.set(breaker=state.model_copy(update={"held": []}))
     for failure in [*approved, *failures]:
         _quarantine(draft, failure)
+    _blame_answered(draft, [*approved, *failures])
 
 
 def _say_released(draft: Draft, value: str, what: str) -> None:
@@ -314,13 +339,14 @@ def _say_released(draft: Draft, value: str, what: str) -> None:
 
 def _released_unwritten(draft: Draft) -> datetime | None:
     """When a person's release was answered by a pass whose status write was lost, or
-    ``None``: the status still says the breaker holds, and a node it held is now quarantined
-    by the job with a cordon at or after the trip. Only a release answers what the breaker
-    holds, so those cordons are its answer (the earliest is when it was released). Without
-    this, the pass took the held nodes' absence from the pool for their recovery
-    (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
-    the person had approved towards the next trip; or, with failures found since, took the
-    approval for unused and answered those too, where the breaker armed again trips."""
+        ``None``: the status still says the breaker holds, and a node it held is now quarantined
+        by the job with a cordon at or after the trip. Only a release answers what the breaker
+        holds, so those cordons are its answer (the earliest is when it was released; the caller
+    moves it to now when what it approved is answered in this pass). Without
+        this, the pass took the held nodes' absence from the pool for their recovery
+        (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
+        the person had approved towards the next trip; or, with failures found since, took the
+        approval for unused and answered those too, where the breaker armed again trips."""
     tripped_at = _tripped_at(draft)
     if tripped_at is None:
         return None
@@ -360,14 +386,46 @@ def _flapping(draft: Draft, held: Mapping[str, NodeRole], found: Detection) -> l
     current = {
         e.node: e for e in history if e.node in began and format_time(began[e.node]) == e.since
     }
+    history = _blame_held(draft, history)
     flaps = flapping.failures(
         history, held, draft.nodes, failed, current, draft.spec.failure_policy, draft.now
     )
-    for flap in flaps:  # the trouble it fails in stops its workers too
-        if flap.node in current:
-            history = flapping.blame(history, flap.node, began[flap.node])
     draft.set(troubles=history)
+    draft.flap_troubles = {f.node: began[f.node] for f in flaps if f.node in current}
     return flaps
+
+
+def _blame_held(draft: Draft, history: Sequence[TroubleStart]) -> list[TroubleStart]:
+    """Mark the trouble of each node the breaker holds that a worker of the running
+    generation ended with (Failed on it, made before its trouble began): nothing restarts
+    while it holds, so no restart marks it (:func:`_blame_troubles`). A held node whose
+    workers live through its trouble leaves it unmarked: it counted for nothing."""
+    pods = latest_attempts(live(generation_pods(draft)))
+    for h in draft.status.breaker.held:
+        since = parse_time(h.since)
+        for pod in pods:
+            if (
+                pod.node_name == h.node
+                and pod.phase == PodPhase.FAILED
+                and pod.created is not None
+                and since is not None
+                and pod.created <= since
+            ):
+                history = flapping.blame(history, h.node, pod.created)
+    return list(history)
+
+
+def _blame_answered(draft: Draft, answered: Sequence[Failure]) -> None:
+    """A node answered as flapping in the trouble it is in now: that trouble stops its
+    workers (the gang restarts without it), so it is marked as one that did. Not while the
+    breaker holds it: nothing is stopped then, and the workers may live through it
+    (:func:`_blame_held` marks it if they do not)."""
+    history = draft.status.troubles
+    for failure in answered:
+        began = draft.flap_troubles.get(failure.node)
+        if failure.reason == FailureReason.NODE_FLAPPING and began is not None:
+            history = flapping.blame(history, failure.node, began)
+    draft.set(troubles=history)
 
 
 def _keep_held_times(draft: Draft, failures: Sequence[Failure]) -> list[Failure]:
@@ -459,8 +517,6 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
     spare = failure.role == NodeRole.SPARE  # a spare's failure interrupts no worker
     # Nor does that of a node whose worker is done: no lost work, and it is resumed at
     # detection once its replacement is recorded (resume_done_workers).
-    done = not spare and worker_done_on(draft, failure.node, failure.detected)
-    lost = {"generation": draft.status.restart_generation} if done else None
     if not spare and draft.record.start_time is None:  # no worker of the phase was made yet
         draft.unstarted_failures.add(_next_id(draft))
     draft.ledger.append(
@@ -473,7 +529,7 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             detected=format_time(failure.detected),
             cordoned=None if gone else format_time(draft.now),  # a deleted node is not cordoned
             resumed=format_time(failure.detected) if spare else None,
-            **({} if spare else lost or checkpoints.lost_work(draft, failure.detected)),
+            **({} if spare else _interrupted(draft, failure.node, failure.detected)),
         )
     )
     if gone:
