@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from phased.api.v1alpha1 import NodeRole
 from phased.core import labels
+from phased.core.decide import decide
 from phased.core.model import CreatePod, NodeInfo, PodPhase
 from phased.core.ownership import holds
 from tests.core.builders import JOB, SETTINGS, Cluster, node, nodes, owned, phase, spec
@@ -91,16 +93,44 @@ def test_workers_of_a_pool_claimed_before_installations_land_there_and_on_no_han
     # simulator's scheduler places by UID and role, not by the affinity under test).
     name = min(p for p in job.pods if job.pods[p].phase == PodPhase.RUNNING)
     job.pods[name] = replace(job.pods[name], phase=PodPhase.FAILED)
+    _workers_of_the_first_pass_name_the_legacy_nodes(job, legacy)
+    # Each worker is judged against the pool as the pass that made it saw it, and as it is
+    # after: the first pass writes the installation label on the legacy nodes (the role
+    # written again), so a worker made before that lands there by its name term, and one
+    # made after by the installation's.
+    made: list[tuple[Mapping[str, Any], list[NodeInfo]]] = []
     for _ in range(3):
         job.advance(60)
+        seen = [job.nodes[n.name] for n in legacy]
+        done = len(_created(job))
         job.apply(job.decide())
+        made += [(w, seen) for w in _created(job)[done:]]
 
-    made = _created(job)[before:]
     assert made, "the failure made no new worker"
-    for worker in made:
-        assert any(_selects(worker, n) for n in legacy)
-        for n in legacy:
-            assert holds(n, JOB.uid, SETTINGS.installation)
+    assert len(_created(job)) > before
+    now = [job.nodes[n.name] for n in legacy]
+    assert all(n.labels.get(labels.LABEL_INSTALLATION) == SETTINGS.installation for n in now)
+    for worker, seen in made:
+        for pool in (seen, now):
+            assert any(_selects(worker, n) for n in pool)
+            for n in pool:
+                assert holds(n, JOB.uid, SETTINGS.installation)
         for copy in copies:
             assert not holds(copy, JOB.uid, SETTINGS.installation)
             assert not _selects(worker, copy), (worker["metadata"]["name"], copy.name)
+
+
+def _workers_of_the_first_pass_name_the_legacy_nodes(job: Cluster, legacy: list[NodeInfo]) -> None:
+    """The pass that first sees the legacy pool writes the installation label on it, and
+    workers made in that same pass (the generation's workers all gone: a new one at once)
+    carry the term that names the nodes; the job, as the test goes on, is left as it was."""
+    trial = replace(job.snapshot(), pods=())
+    plan = decide(trial, SETTINGS, job.now + timedelta(seconds=60))
+    workers = [a.manifest for a in plan.actions if isinstance(a, CreatePod)]
+    assert workers
+    for worker in workers:
+        terms = worker["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert any("matchFields" in t for t in terms)
+        assert all(_selects(worker, n) for n in legacy)

@@ -77,6 +77,7 @@ from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.labels import (
     ANNOTATION_REPLACES,
+    LABEL_INSTALLATION,
     LABEL_JOB,
     LABEL_JOB_NAMESPACE,
     TAINT_POOL,
@@ -1222,17 +1223,22 @@ def retaint_actives(draft: Draft) -> None:
 
 def rename_held(draft: Draft) -> None:
     """Held active and spare nodes carry the job's name labels (``phased.dev/job``,
-    ``phased.dev/job-namespace``) as a claim wrote them. A node someone took them from or
-    rewrote them on is still the job's — its ``job-uid`` label, with the taints agreeing, says
-    whose it is — but everything that reads a node without the job at hand went wrong on it:
-    it counted as partially marked (``phased_nodes_left_alone``, other jobs'
-    ``NodesLeftAlone``), ``phased release-node`` named its job "?/?", and once the job was
-    gone without letting go (its finalizer removed by hand) the orphan release, which finds
-    the job by those labels, never gave it back. The role is written again, which writes the
+    ``phased.dev/job-namespace``) and this installation's ``phased.dev/installation`` label
+    as a claim wrote them. A node someone took them from or rewrote them on is still the
+    job's — its ``job-uid`` label, with the taints agreeing (and, without the installation
+    label, the claim's ``claimed-at``), says whose it is — but everything that reads a node
+    without the job at hand went wrong on it: it counted as partially marked or as
+    ``NoInstallation`` (``phased_nodes_left_alone``, other jobs' ``NodesLeftAlone``),
+    ``phased release-node`` named its job "?/?", the watch of the installation's nodes lost it,
+    and once the job was gone without letting go (its finalizer removed by hand) the orphan
+    release, which finds the job by the name labels and gives back only nodes carrying this
+    installation's label, never gave it back. The role is written again, which writes the
     labels (the role unchanged: no clearing mark; a promoted spare's note as it stands), and
-    a ``NodeLabelsRestored`` Warning names the nodes. Also while the breaker holds: it moves
-    nothing."""
+    a ``NodeLabelsRestored`` Warning names the nodes. A node of a pool claimed by a Phased
+    from before installations lacks the installation label the same way and gets it the
+    same way, at the first pass. Also while the breaker holds: it moves nothing."""
     job = draft.snap.job
+    installation = draft.settings.installation
     touched = {a.node for a in draft.actions if isinstance(a, ClaimNode | SetNodeRole)}
     restored: list[str] = []
     for role in (NodeRole.ACTIVE, NodeRole.SPARE):
@@ -1240,6 +1246,7 @@ def rename_held(draft: Draft) -> None:
             named = (
                 node.labels.get(LABEL_JOB) == job.name[:63]
                 and node.labels.get(LABEL_JOB_NAMESPACE) == job.namespace
+                and node.labels.get(LABEL_INSTALLATION) == installation
             )
             if named or node.name in touched:
                 continue
@@ -1250,8 +1257,9 @@ def rename_held(draft: Draft) -> None:
             WARNING,
             "NodeLabelsRestored",
             f"node(s) {', '.join(restored)} held by the job had lost or changed the "
-            f"{LABEL_JOB} / {LABEL_JOB_NAMESPACE} labels, not by Phased: they are written "
-            "again (to take a node from the job, kubectl cordon or drain it)",
+            f"{LABEL_JOB} / {LABEL_JOB_NAMESPACE} / {LABEL_INSTALLATION} labels, not by "
+            "Phased (or were claimed by a Phased from before installations): they are "
+            "written again (to take a node from the job, kubectl cordon or drain it)",
         )
 
 

@@ -367,8 +367,13 @@ class NodeVerbs:
             note = _annotations(node).get(labels.ANNOTATION_REPLACES)
             was = _labels(node).get(labels.LABEL_ROLE)
             guards = _guards(node)
-            # The job's name labels as a claim writes them: someone may have taken them off
-            names = {labels.LABEL_JOB: job.name[:63], labels.LABEL_JOB_NAMESPACE: job.namespace}
+            # The job's name labels and this installation's, as a claim writes them: someone
+            # may have taken them off (or the node was claimed before installations)
+            names = {
+                labels.LABEL_JOB: job.name[:63],
+                labels.LABEL_JOB_NAMESPACE: job.namespace,
+                **self._mine(),
+            }
             named = all(_labels(node).get(k) == v for k, v in names.items())
             same = was == role.value and taints == _taints(node) and note == replaces
             if same and named and not guards:
@@ -382,7 +387,7 @@ class NodeVerbs:
                 annotations[labels.ANNOTATION_REPLACES] = replaces
             return {
                 "metadata": {
-                    "labels": {labels.LABEL_ROLE: role.value, **names, **self._mine()},
+                    "labels": {labels.LABEL_ROLE: role.value, **names},
                     "annotations": annotations,
                 },
                 "spec": {"taints": taints},
