@@ -713,9 +713,11 @@ def gang_restart(draft: Draft, why: str) -> None:
 
     Workers on a lost node were already deleted with no grace (their kubelet is gone); the
     running survivors get ``survivorGracePeriod`` to stop; Failed and Succeeded workers are
-    kept, never deleted. The next generation is created once the survivors have stopped
-    (:func:`phased.core.phases.stopping_until`): their leaving wakes the pass that creates
-    it, so no new worker waits beside one that still holds its node's GPUs.
+    kept (but for one whose sidecar outlives it, deleted by the next pass once this restart
+    is on record: :func:`phased.core.phases.lingering`). The next generation is created once
+    the survivors have stopped (:func:`phased.core.phases.stopping_until`): their leaving
+    wakes the pass that creates it, so no new worker waits beside one that still holds its
+    node's GPUs.
     """
     old = draft.status.restart_generation
     grace = parse_duration(draft.spec.failure_policy.survivor_grace_period)
