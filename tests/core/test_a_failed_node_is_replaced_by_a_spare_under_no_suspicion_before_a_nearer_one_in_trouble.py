@@ -40,10 +40,10 @@ def _faulting(n: NodeInfo, since: datetime) -> NodeInfo:
     return replace(n, conditions=(*n.conditions, NodeCondition(FAULT, "True", since)))
 
 
-def _lose_h00(c: Cluster) -> None:
+def _lose(c: Cluster, name: str = "h00") -> None:
     c.advance(10)
     c.step()  # the spare's trouble is seen
-    c.nodes["h00"] = with_ready(c.nodes["h00"], False, c.now)
+    c.nodes[name] = with_ready(c.nodes[name], False, c.now)
     c.advance(60)  # past notReadyGrace, within the spare's grace
     c.step()
 
@@ -55,24 +55,24 @@ def _promoted(c: Cluster) -> list[str]:
 def test_a_rank_replaced_alone_goes_to_the_healthy_spare_not_to_one_short_of_gpus():
     c = _running("Worker")
     c.nodes["h02"] = _short_of_gpus(c.nodes["h02"])
-    _lose_h00(c)
+    _lose(c, "h01")  # rank 1's: losing rank 0's restarts the gang
     assert _promoted(c) == ["h03"]
     assert c.status.failures[0].replaced_by == "h03"
-    assert sorted(p.node_name or "" for p in c.running()) == ["h01", "h03"]
+    assert sorted(p.node_name or "" for p in c.running()) == ["h00", "h03"]
 
 
 def test_a_rank_replaced_alone_goes_to_the_healthy_spare_not_to_one_reporting_a_gpu_fault():
     c = _running("Worker")
     c.nodes["h02"] = _faulting(c.nodes["h02"], c.now)
-    _lose_h00(c)
+    _lose(c, "h01")  # rank 1's: losing rank 0's restarts the gang
     assert _promoted(c) == ["h03"]
-    assert sorted(p.node_name or "" for p in c.running()) == ["h01", "h03"]
+    assert sorted(p.node_name or "" for p in c.running()) == ["h00", "h03"]
 
 
 def test_a_gang_restart_names_the_spare_that_really_took_the_place():
     c = _running("Gang")
     c.nodes["h02"] = _short_of_gpus(c.nodes["h02"])
-    _lose_h00(c)
+    _lose(c)
     assert c.held(NodeRole.ACTIVE) == ["h01", "h03"]
     assert _promoted(c) == ["h03"]  # promoted once, not promoted and swapped back
     assert c.status.failures[0].replaced_by == "h03"
@@ -81,6 +81,6 @@ def test_a_gang_restart_names_the_spare_that_really_took_the_place():
 def test_a_spare_in_trouble_is_still_promoted_when_no_other_is_left():
     c = _running("Worker", spares=1)
     c.nodes["h02"] = _short_of_gpus(c.nodes["h02"])
-    _lose_h00(c)
+    _lose(c)
     assert _promoted(c) == ["h02"]
     assert c.status.failures[0].replaced_by == "h02"

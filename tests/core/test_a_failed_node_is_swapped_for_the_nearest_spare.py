@@ -94,19 +94,19 @@ def test_the_topology_nearest_ready_spare_is_promoted(case, where, offered, chos
 
 def test_two_nodes_failing_together_are_each_quarantined_and_swapped():
     actives = [node(f"a{i}", rack=f"r{i}") for i in range(10)]
-    spares = [node("s0", rack="r0"), node("s3", rack="r3"), node("s5", rack="r5")]
+    spares = [node("s1", rack="r1"), node("s3", rack="r3"), node("s5", rack="r5")]
     the_spec, held, pods, status = _running_pool(actives, spares, scope="Worker")
-    held[0] = with_ready(held[0], False, at(-45))
+    held[1] = with_ready(held[1], False, at(-45))
     held[3] = with_ready(held[3], False, at(-40))
     plan = decide(snapshot(the_spec, held, pods, status), SETTINGS, T0)
-    assert sorted(q.node for q in of_type(plan, QuarantineNode)) == ["a0", "a3"]
-    assert sorted(p.node for p in of_type(plan, SetNodeRole)) == ["s0", "s3"]
-    assert {f.node: f.replaced_by for f in plan.status.failures} == {"a0": "s0", "a3": "s3"}
+    assert sorted(q.node for q in of_type(plan, QuarantineNode)) == ["a1", "a3"]
+    assert sorted(p.node for p in of_type(plan, SetNodeRole)) == ["s1", "s3"]
+    assert {f.node: f.replaced_by for f in plan.status.failures} == {"a1": "s1", "a3": "s3"}
     deletes = of_type(plan, DeletePod)
-    assert sorted(d.name for d in deletes) == ["llm-train-g0-0", "llm-train-g0-3"]
+    assert sorted(d.name for d in deletes) == ["llm-train-g0-1", "llm-train-g0-3"]
     assert all(d.force for d in deletes)  # the kubelet is gone
     created = sorted(c.manifest["metadata"]["name"] for c in of_type(plan, CreatePod))
-    assert created == ["llm-train-g0-0-a1", "llm-train-g0-3-a1"]
+    assert created == ["llm-train-g0-1-a1", "llm-train-g0-3-a1"]
     assert events(plan).count("NodeFailed") == 2
     assert plan.status.state == JobState.RECOVERING
 

@@ -32,9 +32,11 @@ def _cluster(scope: str = "Gang") -> Cluster:
 
 
 def _fail_until_whole(cluster: Cluster) -> datetime:
-    """An active node goes dark; passes run until every rank runs again. Returns when the
-    last of them started, as the simulated kubelet recorded it."""
-    victim = sorted(p.node_name for p in cluster.running() if p.node_name)[0]
+    """The node of the last rank goes dark (not rank 0's, whose loss restarts the gang
+    whatever the scope); passes run until every rank runs again. Returns when the last of
+    them started, as the simulated kubelet recorded it."""
+    victim = max(cluster.running(), key=lambda p: p.rank or 0).node_name
+    assert victim is not None
     cluster.nodes[victim] = with_ready(cluster.nodes[victim], False, cluster.now)
     for _ in range(20):
         cluster.advance(10)

@@ -63,6 +63,7 @@ from phased.core.phases import (
     live,
     phase_complete,
     settle,
+    stop_lingering,
     timed_out,
     world_limit,
     world_of,
@@ -483,6 +484,7 @@ def _training_held(draft: Draft) -> bool:
 
 
 def _finish(draft: Draft, finished: bool = False) -> Plan:
+    stop_lingering(draft)
     if draft.status.state not in TERMINAL:
         _mark_resumed(draft)
         interruptions.resume(draft, live(generation_pods(draft)), _whole(draft))

@@ -129,6 +129,10 @@ class PodInfo:
     running_since: datetime | None = None
     exit_code: int | None = None
     reason: str = ""
+    # The ``worker`` container has ended (``phase`` is then what it ended as) while another
+    # container of the pod, a sidecar that is no init container, still runs or waits: the pod
+    # holds its node (and its GPUs) until Phased deletes it (phased.core.phases.lingering).
+    lingering: bool = False
     # Why a Pending pod does not run: a container's waiting reason (ErrImagePull,
     # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
     waiting_reason: str = ""

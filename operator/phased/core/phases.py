@@ -4,7 +4,9 @@ The position is read from the status *and* from the pods: the phase index is the
 ``status.phase_index`` and the highest phase any worker pod belongs to, and the generation
 the larger of the status's and the pods', so a status write lost after a transition does
 not lose the transition. Pods of finished phases are kept (they hold no resources, keep
-their logs, and are this record); the owner reference removes them with the job.
+their logs, and are this record); the owner reference removes them with the job. A worker
+whose sidecar outlives it does hold its node, and is deleted once the job has moved on from
+it (:func:`lingering`).
 
 ``restart_generation`` counts within a phase: a new phase starts at generation 0, and its
 first workers get ``PHASED_RESUME=false``.
@@ -24,10 +26,18 @@ places each worker as its node frees (a node that never does is a stuck start, s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from phased.api.durations import parse_duration
-from phased.api.v1alpha1 import MAX_NODES, CompletionMode, JobState, NodeRole, PhaseState
+from phased.api.v1alpha1 import (
+    MAX_NODES,
+    CompletionMode,
+    JobState,
+    NodeRole,
+    PhaseState,
+    TrainingJobStatus,
+)
 from phased.core import interruptions, labels
 from phased.core.conditions import ConditionType
 from phased.core.draft import NORMAL, WARNING, Draft
@@ -73,12 +83,7 @@ def derive_position(draft: Draft) -> None:
     """Phase index and generation from the status and the pods (see the module docstring)."""
     names = [p.name for p in draft.spec.phases]
     status = draft.status
-    seen = [names.index(p.phase_name) for p in draft.pods if p.phase_name in names]
-    index = min(max([status.phase_index, *seen]), len(names) - 1)
-    generation = status.restart_generation if index == status.phase_index else 0
-    generation = max(
-        [generation, *(p.generation for p in draft.pods if p.phase_name == names[index])]
-    )
+    index, generation = recorded_position(status, draft.pods, names)
     for earlier in range(status.phase_index, index):  # a transition whose status write was lost
         record = draft.records[earlier]
         if record.state != PhaseState.SUCCEEDED:
@@ -153,18 +158,85 @@ def stopping_until(draft: Draft) -> datetime | None:
     on a node no longer active holds nothing the new generation needs."""
     active = {n for n, r in draft.roles.items() if r == NodeRole.ACTIVE}
     asked = {a.name: a for a in draft.actions if isinstance(a, DeletePod) and not a.force}
+    deletable = {p.name for p in lingering(draft)}
     deadlines: list[datetime] = []
     for pod in draft.pods:
-        if pod.node_name not in active or pod.phase in ENDED:
+        if pod.node_name not in active or (pod.phase in ENDED and not pod.lingering):
             continue
         if pod.stop_by is not None:
             deadlines.append(pod.stop_by)
+        elif pod.lingering and pod.name not in asked:
+            # Ended, but its sidecars hold the node until it is deleted (:func:`lingering`):
+            # by this pass, or by the next, at once, once this one's status write has put
+            # what replaces it on record.
+            deadlines.append(shifted(draft.now, DEFAULT_GRACE_S))
+            if pod.name not in deletable:
+                draft.later(0)
         elif pod.name in asked:  # deleted by this very plan
             grace = asked[pod.name].grace_seconds
             deadlines.append(shifted(draft.now, DEFAULT_GRACE_S if grace is None else grace))
     if not deadlines:
         return None
     return shifted(max(deadlines), STOP_MARGIN_S)
+
+
+def lingering(draft: Draft) -> list[PodInfo]:
+    """The job's workers whose ``worker`` container has ended while a sidecar of the pod (a
+    container that is no init container) runs on (:attr:`PodInfo.lingering`), once what
+    took over from them is on record: the sidecar would keep the pod, and its node's GPUs,
+    forever. A worker is kept while its ending is still what the job is judged by — the
+    newest attempt of its rank in the running generation of the current phase (a rank that
+    succeeded before its peers, one that failed while the breaker holds the restart) — and
+    deleted, stopping its sidecars, once a newer attempt of its rank, a newer generation or
+    phase is on record (in the status read or in the workers, never only in the status this
+    pass writes: if that write is lost, the ended worker is still there to say what
+    happened), or once the job has ended."""
+    pods = [p for p in live(list(draft.pods)) if p.lingering]
+    if not pods or draft.status.state in TERMINAL:
+        return sorted(pods, key=lambda p: p.name)
+    names = [p.name for p in draft.spec.phases]
+    index, generation = recorded_position(draft.snap.status, draft.pods, names)
+    newest: dict[tuple[str, int, int], int] = {}
+    for pod in draft.pods:
+        key = (pod.phase_name, pod.generation, _rank(pod))
+        newest[key] = max(newest.get(key, 0), _attempt(pod))
+    out = []
+    for pod in pods:
+        at = names.index(pod.phase_name) if pod.phase_name in names else -1
+        current = (
+            at == index
+            and pod.generation >= generation
+            and _attempt(pod) >= newest[(pod.phase_name, pod.generation, _rank(pod))]
+        )
+        if not current:
+            out.append(pod)
+    return sorted(out, key=lambda p: p.name)
+
+
+def recorded_position(
+    status: TrainingJobStatus, pods: Sequence[PodInfo], names: list[str]
+) -> tuple[int, int]:
+    """The phase index and generation on record: the status's, or the workers' own where
+    they are further on (a status write lost after a transition)."""
+    seen = [names.index(p.phase_name) for p in pods if p.phase_name in names]
+    index = min(max([status.phase_index, *seen]), len(names) - 1)
+    generation = status.restart_generation if index == status.phase_index else 0
+    generation = max([generation, *(p.generation for p in pods if p.phase_name == names[index])])
+    return index, generation
+
+
+def stop_lingering(draft: Draft) -> None:
+    """Delete the workers :func:`lingering` names that no rule of this pass deleted."""
+    deleted = draft.deleted_pods()
+    for pod in lingering(draft):
+        if pod.name not in deleted:
+            draft.act(
+                DeletePod(pod.name, reason="its worker container ended; its sidecars stopped")
+            )
+
+
+def _rank(pod: PodInfo) -> int:
+    return -1 if pod.rank is None else pod.rank
 
 
 def generation_pods(draft: Draft) -> list[PodInfo]:

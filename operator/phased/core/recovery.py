@@ -45,7 +45,7 @@ fails again opens a new ledger entry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -105,6 +105,10 @@ from phased.core.selector import selects
 from phased.core.times import format_time, parse_time
 from phased.core.tolerations import foreign_blocking
 from phased.core.workers import Worker, worker_specs
+
+# The rank whose torchrun agent hosts the c10d rendezvous store: ``PET_RDZV_ENDPOINT`` is its
+# pod's address (phased.core.workers), and torchrun hosts the store in the agent there.
+STORE_RANK = 0
 
 
 def _next_id(draft: Draft) -> int:
@@ -769,9 +773,11 @@ def gang_restart(draft: Draft, why: str) -> None:
 
     Workers on a lost node were already deleted with no grace (their kubelet is gone); the
     running survivors get ``survivorGracePeriod`` to stop; Failed and Succeeded workers are
-    kept, never deleted. The next generation is created once the survivors have stopped
-    (:func:`phased.core.phases.stopping_until`): their leaving wakes the pass that creates
-    it, so no new worker waits beside one that still holds its node's GPUs.
+    kept (but for one whose sidecar outlives it, deleted by the next pass once this restart
+    is on record: :func:`phased.core.phases.lingering`). The next generation is created once
+    the survivors have stopped (:func:`phased.core.phases.stopping_until`): their leaving
+    wakes the pass that creates it, so no new worker waits beside one that still holds its
+    node's GPUs.
     """
     old = draft.status.restart_generation
     grace = parse_duration(draft.spec.failure_policy.survivor_grace_period)
@@ -888,7 +894,9 @@ def tend_generation(draft: Draft) -> None:
                 return
             _promote(draft, world, _unreplaced(draft))
         return
-    if draft.breaker_nodes and rejoinable(draft, pods):
+    ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
+    lost = {*ranks, *losses.vanished}
+    if draft.breaker_nodes and rejoinable(draft, pods, lost):
         # No worker is created while the breaker holds: a rank replaced alone waits for it
         # to let go (as a gang restart's next generation does), and is counted then.
         return
@@ -907,10 +915,9 @@ def tend_generation(draft: Draft) -> None:
         gang_restart(draft, why)
         return
     _promote(draft, world, [losses.by_node[r] for r in sorted(losses.by_node)])
-    if not rejoinable(draft, pods):
-        gang_restart(draft, why + _alone_note(draft, pods))
+    if not rejoinable(draft, pods, lost):
+        gang_restart(draft, why + _alone_note(draft, pods, lost))
         return
-    ranks = [*losses.by_node, *(p.rank for p in losses.failed if p.rank is not None)]
     replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
     draft.event(
         NORMAL,
@@ -988,18 +995,25 @@ def _succeeded(pods: list[PodInfo]) -> list[int]:
     return sorted(r for r in done if r is not None)
 
 
-def rejoinable(draft: Draft, pods: list[PodInfo]) -> bool:
-    """A rank started again alone can rejoin the generation ``pods`` belong to.
+def rejoinable(draft: Draft, pods: list[PodInfo], lost: Collection[int] = ()) -> bool:
+    """Ranks ``lost`` started again alone can rejoin the generation ``pods`` belong to.
 
     Only with ``restartScope: Worker`` (torchrun over an elastic c10d rendezvous), only
     while no worker of the generation has succeeded: a worker that succeeded has left the
     rendezvous for good (its agent is gone, rank 0's with the rendezvous store), so a rank
     started alone beside it waits out the rendezvous timeout and fails, again at every
-    replacement; and only while the generation's workers were made from the running phase's
-    worker as the spec has it now (:func:`_remade`). The gang restarts instead: a new
-    generation of every rank, from the last checkpoint."""
+    replacement; never for rank 0 (:data:`STORE_RANK`), whose agent hosted the rendezvous
+    store (``PET_RDZV_ENDPOINT`` is its pod): its loss ended every other agent, and a rank 0
+    started alone hosts an empty store; and only while the generation's workers were made
+    from the running phase's worker as the spec has it now (:func:`_remade`). The gang
+    restarts instead: a new generation of every rank, from the last checkpoint."""
     scope = draft.spec.failure_policy.restart_scope
-    return scope == RestartScope.WORKER and not _succeeded(pods) and not _remade(draft, pods)
+    return (
+        scope == RestartScope.WORKER
+        and STORE_RANK not in lost
+        and not _succeeded(pods)
+        and not _remade(draft, pods)
+    )
 
 
 def _remade(draft: Draft, pods: list[PodInfo]) -> bool:
@@ -1019,9 +1033,14 @@ def made_before_edit(draft: Draft, pod: PodInfo) -> bool:
     return made is not None and made not in worker_specs(draft.spec, draft.phase)
 
 
-def _alone_note(draft: Draft, pods: list[PodInfo]) -> str:
+def _alone_note(draft: Draft, pods: list[PodInfo], lost: Collection[int] = ()) -> str:
     if draft.spec.failure_policy.restart_scope == RestartScope.GANG:
         return ""
+    if STORE_RANK in lost:
+        return (
+            f"; rank {STORE_RANK}'s agent hosted the rendezvous, so no rank started alone "
+            "could rejoin it"
+        )
     done = _succeeded(pods)
     if done:
         return (

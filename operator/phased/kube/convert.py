@@ -102,12 +102,16 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         phase = PodPhase.UNKNOWN
     exit_code: int | None = None
     reason = str(status.get("reason") or "")
-    for cs in status.get("containerStatuses") or []:
-        terminated = ((cs or {}).get("state") or {}).get("terminated")
+    statuses = [cs for cs in status.get("containerStatuses") or [] if isinstance(cs, dict)]
+    # The worker container's ending first: a sidecar's is not the worker's.
+    statuses.sort(key=lambda cs: cs.get("name") != WORKER_CONTAINER)
+    for cs in statuses:
+        terminated = (cs.get("state") or {}).get("terminated")
         if terminated:
             exit_code = terminated.get("exitCode")
             reason = str(terminated.get("reason") or reason)
             break
+    phase, lingering = _worker_ended(phase, statuses)
     waiting_reason, waiting_message = _waiting(status)
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -128,6 +132,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         reason=reason,
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
+        lingering=lingering,
         controller=_controller(meta),
         **checkpoint_fields(spec),
     )
@@ -175,6 +180,22 @@ def _controller(meta: dict[str, Any]) -> str:
         if isinstance(owner, dict) and owner.get("controller") is True:
             return str(owner.get("uid") or "")
     return ""
+
+
+def _worker_ended(phase: PodPhase, statuses: list[dict[str, Any]]) -> tuple[PodPhase, bool]:
+    """A worker is its ``worker`` container: once that has ended, the pod has ended as it did
+    (Succeeded with exit code 0, else Failed), though a sidecar that is no init container
+    keeps the pod Running (or Pending: one whose image cannot be pulled). Whether such a
+    container still runs or waits, holding the node, is the second value."""
+    if phase not in (PodPhase.PENDING, PodPhase.RUNNING):
+        return phase, False
+    worker = next((cs for cs in statuses if cs.get("name") == WORKER_CONTAINER), None)
+    terminated = ((worker or {}).get("state") or {}).get("terminated")
+    if not isinstance(terminated, dict):
+        return phase, False
+    ended = PodPhase.SUCCEEDED if terminated.get("exitCode") == 0 else PodPhase.FAILED
+    others = [cs for cs in statuses if cs.get("name") != WORKER_CONTAINER]
+    return ended, any(not (cs.get("state") or {}).get("terminated") for cs in others)
 
 
 def _running_since(status: dict[str, Any]) -> datetime | None:
