@@ -39,8 +39,9 @@ they ran with; growing beyond it, they take only what the jobs ahead leave. A sp
 and a restart making up its spares, leave a job ahead the free nodes that would admit it now
 (:func:`starting_now`). A running job short of spares is in line for them at its place
 (``status.sparesWanted``, a claimant marked ``spares``): the jobs behind keep for it the free
-nodes it could take, as for a waiting job ahead, and a refill behind leaves it what it could
-take now, covered whole or not (:func:`starting_now`).
+nodes it could take, as for a waiting job ahead (but a waiting GPU job keeps no GPU node for
+a CPU phase's spares: that refill never takes one a waiting GPU job wants), and a refill
+behind leaves it what it could take now, covered whole or not (:func:`starting_now`).
 """
 
 from __future__ import annotations
@@ -353,7 +354,10 @@ def kept_for_ahead(
     phase ahead, when CPU phases may hold GPU nodes, wants ``type_key`` too
     (:func:`_wanted_as`): the free CPU nodes, then the other free nodes it could take, count
     towards its need first, and the rest is kept among ``mine``; before, it was kept nothing,
-    and its pass and this job's claimed the same GPU nodes."""
+    and its pass and this job's claimed the same GPU nodes. Such a CPU phase that runs, short
+    of spares (``claimant.spares``), is kept no GPU node from a waiting job (``me`` not
+    ``spares``): its refill never takes one a waiting GPU job wants, whatever its place;
+    only from another refill (``me.spares``), which its refill does not leave them to."""
     ahead = sorted(
         (c for c in waiting if c.uid != me.uid and any(n > 0 for n in c.wants.values())),
         key=_line_key,
@@ -390,6 +394,11 @@ def kept_for_ahead(
             ]
             used.update(takes[:need])
             need -= min(need, len(takes))
+            if claimant.spares and not me.spares:
+                # A running CPU phase short of spares: its refill never takes a GPU node a
+                # waiting GPU job wants (``sizing._kept_for_gpu_jobs``), so a waiting job
+                # keeps none for it; kept, each kept the nodes for the other, idle.
+                continue
         elif known:
             takes = [
                 n.name

@@ -62,6 +62,7 @@ event naming them and why.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from phased.api.durations import parse_duration
@@ -973,7 +974,8 @@ def _left_by_jobs_starting(
     took them at its next pass, or at its next restart, from under the job ahead."""
     gone = {n.name for n in taken}
     unheld = [n for n in _unheld(draft) if n.name not in gone]
-    me = _me(draft, type_key, 1)
+    # A refill: a running CPU phase short of spares ahead keeps its GPU nodes from it.
+    me = replace(_me(draft, type_key, 1), spares=True)
     starting = starting_now(me, draft.snap.waiting, unheld, draft.settings)
     if not starting:
         return free
