@@ -39,8 +39,10 @@ they ran with; growing beyond it, they take only what the jobs ahead leave. A sp
 and a restart making up its spares, leave a job ahead the free nodes that would admit it now
 (:func:`starting_now`). A running job short of spares is in line for them at its place
 (``status.sparesWanted``, a claimant marked ``spares``): the jobs behind keep for it the free
-nodes it could take, as for a waiting job ahead, and a refill behind leaves it what it could
-take now, covered whole or not (:func:`starting_now`).
+nodes it could take, as for a waiting job ahead (but a waiting GPU job keeps no GPU node for
+a CPU phase's spares: that refill never takes one a waiting GPU job wants), and a refill
+behind leaves it what it could take now, covered whole or not (:func:`starting_now`; a CPU
+phase's, none of the GPU nodes waiting GPU jobs want: :func:`_left_by_cpu_refill`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import functools
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from phased.api.v1alpha1 import GPUType, Phase, TrainingJobSpec
@@ -362,7 +364,10 @@ def kept_for_ahead(
     phase ahead, when CPU phases may hold GPU nodes, wants ``type_key`` too
     (:func:`_wanted_as`): the free CPU nodes, then the other free nodes it could take, count
     towards its need first, and the rest is kept among ``mine``; before, it was kept nothing,
-    and its pass and this job's claimed the same GPU nodes."""
+    and its pass and this job's claimed the same GPU nodes. Such a CPU phase that runs, short
+    of spares (``claimant.spares``), is kept no GPU node from a waiting job (``me`` not
+    ``spares``): its refill never takes one a waiting GPU job wants, whatever its place;
+    only from another refill (``me.spares``), which its refill does not leave them to."""
     ahead = sorted(
         (c for c in waiting if c.uid != me.uid and any(n > 0 for n in c.wants.values())),
         key=_line_key,
@@ -399,6 +404,11 @@ def kept_for_ahead(
             ]
             used.update(takes[:need])
             need -= min(need, len(takes))
+            if claimant.spares and not me.spares:
+                # A running CPU phase short of spares: its refill never takes a GPU node a
+                # waiting GPU job wants (``sizing._kept_for_gpu_jobs``), so a waiting job
+                # keeps none for it; kept, each kept the nodes for the other, idle.
+                continue
         elif known:
             takes = [
                 n.name
@@ -480,11 +490,16 @@ def starting_now(
             for k in wants
         }
         if claimant.spares:
-            # A running job short of spares: its refill takes what it can of them now.
+            # A running job short of spares: its refill takes what it can of them now — a
+            # CPU phase's, no GPU node a waiting GPU job wants (``_left_by_cpu_refill``).
+            if CPU_TYPE in takes and settings.cpu.allow_gpu_nodes:
+                takes[CPU_TYPE] = _left_by_cpu_refill(takes[CPU_TYPE], waiting, free, settings)
             mine = [name for key in wants for name in takes[key][: wants[key]]]
             used.update(mine)
             if mine:
-                starting.append(claimant)
+                # Kept, as it takes them: what it takes now, not the whole of its need.
+                counts = {key: min(wants[key], len(takes[key])) for key in wants}
+                starting.append(replace(claimant, wants=counts))
             continue
         covered = [k for k in wants if len(takes[k]) >= wants[k]]
         for key in covered[:1] or list(wants):
@@ -492,6 +507,27 @@ def starting_now(
         if covered:
             starting.append(claimant)
     return starting
+
+
+def _left_by_cpu_refill(
+    names: list[str], waiting: Iterable[Claimant], free: Sequence[NodeInfo], settings: Settings
+) -> list[str]:
+    """Of the free nodes a running CPU phase short of spares could take (``names``, CPU nodes
+    first), those its refill takes: per GPU type, none of the last as many as the waiting GPU
+    jobs want of it (each counted once: :func:`counted_once`), whatever their place in line
+    (``sizing._kept_for_gpu_jobs``). Counted on them, the refill behind it left them to it,
+    while it left them to the waiting GPU job, which kept them for that refill: idle."""
+    gpu_jobs = [c for c in waiting if not c.spares and any(c.wants.get(k) for k in c.wants if k)]
+    wanted = counted_once(gpu_jobs, [n for n in free if not marks(n)], settings)
+    by_name = {n.name: n for n in free}
+    left = list(names)
+    for key, want in wanted.items():
+        if key == CPU_TYPE or want <= 0:
+            continue
+        of_type = [m for m in left if has_type_labels(by_name[m], key, settings)]
+        drop = set(of_type[len(of_type) - min(want, len(of_type)) :])
+        left = [m for m in left if m not in drop]
+    return left
 
 
 def _by_preference(claimant: Claimant) -> dict[str, int]:

@@ -62,6 +62,7 @@ event naming them and why.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from phased.api.durations import parse_duration
@@ -359,7 +360,9 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
 
     A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with),
     nearest first: its world whatever the line, its spares from what a job ahead that the
-    free nodes would admit now leaves (:func:`_left_by_jobs_starting`, as the refill does);
+    free nodes would admit now leaves (:func:`_left_by_jobs_starting`, as the refill does;
+    a CPU phase's, as its refill, from no GPU node a waiting GPU job wants, whatever that
+    job's place: :func:`_kept_for_gpu_jobs`);
     what it would grow by beyond that (toward
     ``nodes.max``, or up to a ``nodes.min`` raised above its world), like all a phase being
     admitted takes, is only what the waiting jobs ahead of it leave.
@@ -381,7 +384,11 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     world = ordered[:for_world]
     spares: list[NodeInfo] = []
     if for_spares:
-        spares = _left_by_jobs_starting(draft, type_key, ordered[for_world:], world)[:for_spares]
+        left = ordered[for_world:]
+        if type_key == CPU_TYPE:  # as the refill: no GPU node a waiting GPU job wants
+            gpu_kept = _kept_for_gpu_jobs(draft, None, left, world)
+            left = [n for n in left if n.name not in gpu_kept]
+        spares = _left_by_jobs_starting(draft, type_key, left, world)[:for_spares]
     owed = world + spares
     me = _me(draft, type_key, 1)
     taken = {n.name for n in owed}
@@ -392,7 +399,31 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     others = [n for n in _unheld(draft) if n.name not in candidates]
     ahead = kept_for_ahead(me, draft.snap.waiting, type_key, rest, others, draft.settings)
     mine = [n for n in rest if n.name not in ahead]
+    if type_key == CPU_TYPE:
+        mine = _gpu_nodes_only_for_min(draft, mine, beyond, owed)
     return owed + mine, len(kept) + len(ahead)
+
+
+def _gpu_nodes_only_for_min(
+    draft: Draft, mine: list[NodeInfo], beyond: list[NodeInfo], owed: Sequence[NodeInfo]
+) -> list[NodeInfo]:
+    """Of a CPU phase's candidates (``mine``, in claim order, beside the ``owed`` ones; among
+    ``beyond``, all it does not take whatever the line), those it may claim once the GPU
+    nodes waiting GPU jobs want (whatever their place in line, as many as its refill leaves
+    them: :func:`_kept_for_gpu_jobs`) are used only to make up ``nodes.min``: a CPU phase ahead of
+    them takes what it needs beyond the other free nodes, but its spares and actives beyond
+    ``min`` come from none of them, as its refill's never do. Before, it claimed them as
+    spares (or actives up to ``max``) and its next pass, refilling, gave them back: a GPU job
+    waiting for them was kept off them meanwhile, its claims racing the CPU phase's."""
+    wanted = _kept_for_gpu_jobs(draft, None, beyond, owed)
+    if not wanted:
+        return mine
+    pool = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
+    held = sum(1 for n in pool if has_type_labels(n, CPU_TYPE, draft.settings))
+    plain = sum(1 for n in mine if n.name not in wanted)
+    short = max(0, draft.phase.nodes.min - held - len(owed) - plain)
+    taken = [n.name for n in mine if n.name in wanted][:short]
+    return [n for n in mine if n.name not in wanted or n.name in taken]
 
 
 def _kept_for_gpu_jobs(
@@ -974,7 +1005,8 @@ def _left_by_jobs_starting(
     took them at its next pass, or at its next restart, from under the job ahead."""
     gone = {n.name for n in taken}
     unheld = [n for n in _unheld(draft) if n.name not in gone]
-    me = _me(draft, type_key, 1)
+    # A refill: a running CPU phase short of spares ahead keeps its GPU nodes from it.
+    me = replace(_me(draft, type_key, 1), spares=True)
     starting = starting_now(me, draft.snap.waiting, unheld, draft.settings)
     if not starting:
         return free
