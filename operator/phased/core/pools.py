@@ -48,9 +48,8 @@ phase's, none of the GPU nodes waiting GPU jobs want: :func:`_left_by_cpu_refill
 from __future__ import annotations
 
 import functools
-
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -163,6 +162,7 @@ def free_matching(
     """The nodes of ``nodes`` free (:func:`is_free`) that match the phase (:func:`matches`),
     by name. The type's labels and resource are read once, not once per node: this runs
     over every node the job does not hold, thousands a pass."""
+    fit: Callable[[NodeInfo], bool]
     if type_key == CPU_TYPE:
         fit = functools.partial(is_cpu_node, settings=settings)
     else:
