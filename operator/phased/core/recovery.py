@@ -343,14 +343,14 @@ def _say_released(draft: Draft, value: str, what: str) -> None:
 
 def _released_unwritten(draft: Draft) -> datetime | None:
     """When a person's release was answered by a pass whose status write was lost, or
-        ``None``: the status still says the breaker holds, and a node it held is now quarantined
-        by the job with a cordon at or after the trip. Only a release answers what the breaker
-        holds, so those cordons are its answer (the earliest is when it was released; the caller
-    moves it to now when what it approved is answered in this pass). Without
-        this, the pass took the held nodes' absence from the pool for their recovery
-        (``Recovered``, "nothing was quarantined"), forgot the release, and counted the failures
-        the person had approved towards the next trip; or, with failures found since, took the
-        approval for unused and answered those too, where the breaker armed again trips."""
+    ``None``: the status still says the breaker holds, and a node it held is now quarantined
+    by the job with a cordon at or after the trip. Only a release answers what the breaker
+    holds, so those cordons are its answer (the earliest is when it was released; the caller
+    moves it to now when what it approved is answered in this pass). Without this, the pass
+    took the held nodes' absence from the pool for their recovery (``Recovered``, "nothing
+    was quarantined"), forgot the release, and counted the failures the person had approved
+    towards the next trip; or, with failures found since, took the approval for unused and
+    answered those too, where the breaker armed again trips."""
     tripped_at = _tripped_at(draft)
     if tripped_at is None:
         return None
