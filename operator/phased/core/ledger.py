@@ -46,22 +46,44 @@ def recover_replacements(ledger: list[FailureRecord], nodes: dict[str, NodeInfo]
     """Entries without a replacement whose replacement is written on a node of the pool
     (a status write lost after the promotion) get it back; so does an open entry whose
     replacement was handed on since to the node carrying the newer note (a replacement in
-    trouble swapped out before any worker was placed on it)."""
+    trouble swapped out before any worker was placed on it).
+
+    A note answers one entry, as the promotion that wrote it answered one: the notes are
+    read oldest first, as they were written; one whose node an entry of its lost node
+    already names is answered; else it goes to the entry of that node detected by its time
+    that :func:`mark_replaced` would have chosen — the newest open one without a
+    replacement (then one resumed without it) — or, with none, to the newest open one whose
+    replacement is older than the note and not itself on record in a note read here (handed
+    on)."""
+    notes: list[tuple[datetime, str, str]] = []
     for node in nodes.values():
         found = decode_replaces(node.annotations.get(labels.ANNOTATION_REPLACES))
-        if found is None:
+        if found is not None:
+            notes.append((found[1], node.name, found[0]))
+    confirmed: set[int] = set()  # entries a note read here answers
+    for at, name, lost in sorted(notes):
+        fitting = [
+            i
+            for i, entry in enumerate(ledger)
+            if entry.node == lost
+            and (detected := parse_time(entry.detected)) is not None
+            and detected <= at
+        ]
+        named = [i for i in fitting if ledger[i].replaced_by == name]
+        if named:
+            confirmed.update(named)
             continue
-        lost, at = found
-        for i, entry in enumerate(ledger):
-            detected = parse_time(entry.detected)
-            fits = entry.node == lost and detected is not None and detected <= at
-            replaced = parse_time(entry.replaced)
-            newer = (
-                entry.resumed is None
-                and entry.replaced_by not in (None, node.name)
-                and (replaced is None or replaced < at)
-            )
-            if fits and (entry.replaced_by is None or newer):
-                ledger[i] = entry.model_copy(
-                    update={"replaced_by": node.name, "replaced": format_time(at)}
-                )
+        unanswered = [i for i in fitting if ledger[i].replaced_by is None]
+        handed_on = [
+            i
+            for i in fitting
+            if i not in confirmed
+            and ledger[i].resumed is None
+            and ((replaced := parse_time(ledger[i].replaced)) is None or replaced < at)
+        ]
+        chosen = [i for i in unanswered if ledger[i].resumed is None] or unanswered or handed_on
+        if not chosen:
+            continue
+        i = chosen[-1]
+        ledger[i] = ledger[i].model_copy(update={"replaced_by": name, "replaced": format_time(at)})
+        confirmed.add(i)

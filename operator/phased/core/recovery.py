@@ -22,7 +22,9 @@ fault); restarts after node failures are counted in ``status.restarts`` and boun
 interruption budget instead, since a 100-day run on hundreds of nodes sees dozens of them.
 Workers failing beside a node of the generation that failed or is in trouble (a suspect, or
 held by the breaker), or on a node that was in trouble while they ran and is healthy again,
-are that node's doing: their restart does not spend the budget.
+are that node's doing: their restart does not spend the budget. A gang restart whose
+only losses are workers lost with their node before they started (Pending, bound to it) is
+not counted in ``status.restarts`` either: the generation never trained (:func:`_never_started`).
 
 A counted restart that no open ledger entry covers, and the breaker's hold of active nodes,
 are charged to the interruption account as stops (:mod:`phased.core.interruptions`).
@@ -901,7 +903,9 @@ def tend_generation(draft: Draft) -> None:
         # to let go (as a gang restart's next generation does), and is counted then.
         return
     worker_fault = _code_fault(draft, losses, pods)
-    if not _count_restart(draft, worker_fault):
+    alone = _spares_cover(draft, world) and rejoinable(draft, pods, lost)
+    counted = alone or not _never_started(pods, losses)
+    if counted and not _count_restart(draft, worker_fault):
         return
     _charge_stop(draft, losses, pods)
     _blame_troubles(draft, losses, pods)
@@ -925,6 +929,20 @@ def tend_generation(draft: Draft) -> None:
         f"phase {draft.phase.name}: replaced rank(s) "
         f"{', '.join(map(str, sorted({*ranks, *losses.vanished})))} ({why})",
     )
+
+
+def _never_started(pods: list[PodInfo], losses: Losses) -> bool:
+    """Every worker lost is one lost with its node before it started (Pending, bound to
+    the node): the generation never trained, and the gang restart that remakes it (the
+    worker cannot move, as one not placed yet does) is not counted in ``restarts`` — as a
+    pool formed again after a node left under a worker not placed yet is not
+    (:func:`_spares_exhausted`): one mass event, one restart, whether the scheduler had
+    bound the worker or not. A rank replaced alone is counted still: its attempt number is
+    the count (:func:`replace_ranks`)."""
+    if not losses.by_node or losses.failed or losses.vanished:
+        return False
+    lost = [p for p in latest_attempts(live(pods)) if p.rank in losses.by_node]
+    return all(p.phase == PodPhase.PENDING and p.running_since is None for p in lost)
 
 
 def _spares_exhausted(draft: Draft, lost: Sequence[str]) -> None:
