@@ -7,7 +7,8 @@ generation: workers on a node that is no longer active are deleted (forced when 
 is gone), a Ready spare nearest the lost node (one under no suspicion first) is promoted for
 each missing active node (``SparePromoted``), and the lost ranks are restarted per
 ``restartScope`` (Gang: a new generation over the new active pool; Worker: a replacement of
-each lost rank, which the scheduler puts on the promoted node — unless a worker of the
+each lost rank, which the scheduler puts on the promoted node — unless the rank is rank 0
+or rank 0's node is in trouble (its agent hosts the rendezvous store), a worker of the
 generation has succeeded, or the running phase's worker was edited since the generation
 was made, when the gang restarts, since a rank started alone could not rejoin it
 (:func:`rejoinable`), and not while the breaker holds, when the replacement waits). When the
@@ -1004,16 +1005,30 @@ def rejoinable(draft: Draft, pods: list[PodInfo], lost: Collection[int] = ()) ->
     started alone beside it waits out the rendezvous timeout and fails, again at every
     replacement; never for rank 0 (:data:`STORE_RANK`), whose agent hosted the rendezvous
     store (``PET_RDZV_ENDPOINT`` is its pod): its loss ended every other agent, and a rank 0
-    started alone hosts an empty store; and only while the generation's workers were made
-    from the running phase's worker as the spec has it now (:func:`_remade`). The gang
-    restarts instead: a new generation of every rank, from the last checkpoint."""
+    started alone hosts an empty store; nor while rank 0's node is in trouble within its
+    grace (a suspect, not yet judged failed: :func:`_store_in_trouble`), since its peers then
+    fail because the store is unreachable, and a rank started alone could not reach it
+    either (while the breaker holds it, nothing is replaced and the ranks wait for its
+    verdict); and only while the generation's workers were made from the running phase's
+    worker as the spec has it now (:func:`_remade`). The gang restarts instead: a new
+    generation of every rank, from the last checkpoint."""
     scope = draft.spec.failure_policy.restart_scope
     return (
         scope == RestartScope.WORKER
         and STORE_RANK not in lost
+        and _store_in_trouble(draft, pods) is None
         and not _succeeded(pods)
         and not _remade(draft, pods)
     )
+
+
+def _store_in_trouble(draft: Draft, pods: list[PodInfo]) -> str | None:
+    """The node of rank 0's worker (:data:`STORE_RANK`, the newest attempt), whose agent
+    hosts the rendezvous store, when it is a suspect: in trouble, not yet judged failed."""
+    for pod in latest_attempts(live(pods)):
+        if pod.rank == STORE_RANK and pod.node_name in draft.suspect_nodes:
+            return pod.node_name
+    return None
 
 
 def _remade(draft: Draft, pods: list[PodInfo]) -> bool:
@@ -1040,6 +1055,12 @@ def _alone_note(draft: Draft, pods: list[PodInfo], lost: Collection[int] = ()) -
         return (
             f"; rank {STORE_RANK}'s agent hosted the rendezvous, so no rank started alone "
             "could rejoin it"
+        )
+    troubled = _store_in_trouble(draft, pods)
+    if troubled is not None:
+        return (
+            f"; rank {STORE_RANK}'s node {troubled}, whose agent hosts the rendezvous, is in "
+            "trouble, so no rank started alone could reach it"
         )
     done = _succeeded(pods)
     if done:
