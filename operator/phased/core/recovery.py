@@ -23,7 +23,9 @@ fault); restarts after node failures are counted in ``status.restarts`` and boun
 interruption budget instead, since a 100-day run on hundreds of nodes sees dozens of them.
 Workers failing beside a node of the generation that failed or is in trouble (a suspect, or
 held by the breaker), or on a node that was in trouble while they ran and is healthy again,
-are that node's doing: their restart does not spend the budget.
+are that node's doing: their restart does not spend the budget. Nor does that of workers
+failing while ranks of their generation never came to the rendezvous (:func:`_excused`: the
+namespace refuses their creates, or their worker never started), which its event says.
 
 A counted restart that no open ledger entry covers, and the breaker's hold of active nodes,
 are charged to the interruption account as stops (:mod:`phased.core.interruptions`).
@@ -906,7 +908,7 @@ def tend_generation(draft: Draft) -> None:
         return
     _charge_stop(draft, losses, pods)
     _blame_troubles(draft, losses, pods)
-    why = _why(losses)
+    why = _why(losses) + (_excused(draft, pods) if losses.failed and not losses.by_node else "")
     if not _spares_cover(draft, world):
         # Nothing is promoted here: the pool is formed again by the admission rule
         # (phased.core.sizing), which promotes or claims each replacement it keeps. A spare
@@ -1086,9 +1088,10 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     for a rank replaced alone that fails once a peer of its generation has succeeded: the
     peer was done and gone before the replacement could join it, so the replacement had no
     rendezvous to rejoin (:func:`rejoinable`). Nor while the namespace refuses the creates
-    of ranks of the generation (:func:`_refused_peers`): the workers that were created wait
-    at the rendezvous for peers that never come, and fail at its timeout."""
-    if not losses.failed or losses.by_node or _refused_peers(draft, pods):
+    of ranks of the generation (:func:`_refused_peers`), nor while a rank of the generation
+    has never started (:func:`_unstarted_peers`): the workers that were created wait at the
+    rendezvous for peers that never come, and fail at its timeout (:func:`_excused`)."""
+    if not losses.failed or losses.by_node or _excused(draft, pods):
         return False
     bound = _bound(pods)
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
@@ -1107,6 +1110,37 @@ def _refused_peers(draft: Draft, pods: list[PodInfo]) -> bool:
     world = world_of(live(pods), draft.status.world_size, world_limit(draft))
     made = {p.rank for p in pods}
     return any(rank not in made for rank in range(world))
+
+
+def _unstarted_peers(pods: list[PodInfo]) -> list[int]:
+    """The ranks of the generation ``pods`` belong to whose worker (the newest attempt, not
+    being deleted) has never started: still Pending (not placed, its image not pulled, its
+    node not Ready). Torchrun's rendezvous waits for every rank of the world
+    (``PET_NNODES``), so while one has not started no training code ran anywhere."""
+    return sorted(
+        p.rank
+        for p in latest_attempts(live(pods))
+        if p.phase == PodPhase.PENDING and p.rank is not None
+    )
+
+
+def _excused(draft: Draft, pods: list[PodInfo]) -> str:
+    """Why workers failing now are not the code's doing though their nodes are healthy, or
+    "": they waited at the rendezvous for ranks of their generation that never came — whose
+    creates the namespace refuses (:func:`_refused_peers`), or whose worker never started
+    (:func:`_unstarted_peers`) — and failed at its timeout. Said in the restart's event."""
+    if _refused_peers(draft, pods):
+        return (
+            "; the namespace refuses the creates of ranks of the generation, so its peers "
+            "failed waiting at the rendezvous (not charged to restartBudget)"
+        )
+    unstarted = _unstarted_peers(pods)
+    if unstarted:
+        return (
+            f"; rank(s) {', '.join(map(str, unstarted))} of the generation never started, so "
+            "its peers failed waiting at the rendezvous (not charged to restartBudget)"
+        )
+    return ""
 
 
 def _bound(pods: list[PodInfo]) -> set[str]:
@@ -1222,7 +1256,9 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
             return True
         _charge_stop(draft, losses, pods)
         _blame_troubles(draft, losses, pods)
-        why = f"{why}; {_why(losses)}"
+        why = f"{why}; {_why(losses)}" + (
+            _excused(draft, pods) if losses.failed and not losses.by_node else ""
+        )
     draft.event(
         NORMAL,
         "PoolShrinking",
