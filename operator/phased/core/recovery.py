@@ -7,7 +7,8 @@ generation: workers on a node that is no longer active are deleted (forced when 
 is gone), a Ready spare nearest the lost node (one under no suspicion first) is promoted for
 each missing active node (``SparePromoted``), and the lost ranks are restarted per
 ``restartScope`` (Gang: a new generation over the new active pool; Worker: a replacement of
-each lost rank, which the scheduler puts on the promoted node — unless a worker of the
+each lost rank, which the scheduler puts on the promoted node — unless the rank is rank 0
+or rank 0's node is in trouble (its agent hosts the rendezvous store), a worker of the
 generation has succeeded, or the running phase's worker was edited since the generation
 was made, when the gang restarts, since a rank started alone could not rejoin it
 (:func:`rejoinable`), and not while the breaker holds, when the replacement waits). When the
@@ -22,9 +23,12 @@ fault); restarts after node failures are counted in ``status.restarts`` and boun
 interruption budget instead, since a 100-day run on hundreds of nodes sees dozens of them.
 Workers failing beside a node of the generation that failed or is in trouble (a suspect, or
 held by the breaker), or on a node that was in trouble while they ran and is healthy again,
-are that node's doing: their restart does not spend the budget. A gang restart whose
-only losses are workers lost with their node before they started (Pending, bound to it) is
-not counted in ``status.restarts`` either: the generation never trained (:func:`_never_started`).
+are that node's doing: their restart does not spend the budget. Nor does that of workers
+failing while ranks of their generation never came to the rendezvous (:func:`_excused`: the
+namespace refuses their creates, or their worker never started), which its event says. A
+gang restart whose only losses are workers lost with their node before they started
+(Pending, bound to it) is not counted in ``status.restarts`` either: the generation never
+trained (:func:`_never_started`).
 
 A counted restart that no open ledger entry covers, and the breaker's hold of active nodes,
 are charged to the interruption account as stops (:mod:`phased.core.interruptions`).
@@ -909,7 +913,7 @@ def tend_generation(draft: Draft) -> None:
         return
     _charge_stop(draft, losses, pods)
     _blame_troubles(draft, losses, pods)
-    why = _why(losses)
+    why = _why(losses) + (_excused(draft, pods) if losses.failed and not losses.by_node else "")
     if not _spares_cover(draft, world):
         # Nothing is promoted here: the pool is formed again by the admission rule
         # (phased.core.sizing), which promotes or claims each replacement it keeps. A spare
@@ -1022,16 +1026,30 @@ def rejoinable(draft: Draft, pods: list[PodInfo], lost: Collection[int] = ()) ->
     started alone beside it waits out the rendezvous timeout and fails, again at every
     replacement; never for rank 0 (:data:`STORE_RANK`), whose agent hosted the rendezvous
     store (``PET_RDZV_ENDPOINT`` is its pod): its loss ended every other agent, and a rank 0
-    started alone hosts an empty store; and only while the generation's workers were made
-    from the running phase's worker as the spec has it now (:func:`_remade`). The gang
-    restarts instead: a new generation of every rank, from the last checkpoint."""
+    started alone hosts an empty store; nor while rank 0's node is in trouble within its
+    grace (a suspect, not yet judged failed: :func:`_store_in_trouble`), since its peers then
+    fail because the store is unreachable, and a rank started alone could not reach it
+    either (while the breaker holds it, nothing is replaced and the ranks wait for its
+    verdict); and only while the generation's workers were made from the running phase's
+    worker as the spec has it now (:func:`_remade`). The gang restarts instead: a new
+    generation of every rank, from the last checkpoint."""
     scope = draft.spec.failure_policy.restart_scope
     return (
         scope == RestartScope.WORKER
         and STORE_RANK not in lost
+        and _store_in_trouble(draft, pods) is None
         and not _succeeded(pods)
         and not _remade(draft, pods)
     )
+
+
+def _store_in_trouble(draft: Draft, pods: list[PodInfo]) -> str | None:
+    """The node of rank 0's worker (:data:`STORE_RANK`, the newest attempt), whose agent
+    hosts the rendezvous store, when it is a suspect: in trouble, not yet judged failed."""
+    for pod in latest_attempts(live(pods)):
+        if pod.rank == STORE_RANK and pod.node_name in draft.suspect_nodes:
+            return pod.node_name
+    return None
 
 
 def _remade(draft: Draft, pods: list[PodInfo]) -> bool:
@@ -1059,6 +1077,12 @@ def _alone_note(draft: Draft, pods: list[PodInfo], lost: Collection[int] = ()) -
             f"; rank {STORE_RANK}'s agent hosted the rendezvous, so no rank started alone "
             "could rejoin it"
         )
+    troubled = _store_in_trouble(draft, pods)
+    if troubled is not None:
+        return (
+            f"; rank {STORE_RANK}'s node {troubled}, whose agent hosts the rendezvous, is in "
+            "trouble, so no rank started alone could reach it"
+        )
     done = _succeeded(pods)
     if done:
         return (
@@ -1083,9 +1107,10 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     for a rank replaced alone that fails once a peer of its generation has succeeded: the
     peer was done and gone before the replacement could join it, so the replacement had no
     rendezvous to rejoin (:func:`rejoinable`). Nor while the namespace refuses the creates
-    of ranks of the generation (:func:`_refused_peers`): the workers that were created wait
-    at the rendezvous for peers that never come, and fail at its timeout."""
-    if not losses.failed or losses.by_node or _refused_peers(draft, pods):
+    of ranks of the generation (:func:`_refused_peers`), nor while a rank of the generation
+    has never started (:func:`_unstarted_peers`): the workers that were created wait at the
+    rendezvous for peers that never come, and fail at its timeout (:func:`_excused`)."""
+    if not losses.failed or losses.by_node or _excused(draft, pods):
         return False
     bound = _bound(pods)
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
@@ -1104,6 +1129,37 @@ def _refused_peers(draft: Draft, pods: list[PodInfo]) -> bool:
     world = world_of(live(pods), draft.status.world_size, world_limit(draft))
     made = {p.rank for p in pods}
     return any(rank not in made for rank in range(world))
+
+
+def _unstarted_peers(pods: list[PodInfo]) -> list[int]:
+    """The ranks of the generation ``pods`` belong to whose worker (the newest attempt, not
+    being deleted) has never started: still Pending (not placed, its image not pulled, its
+    node not Ready). Torchrun's rendezvous waits for every rank of the world
+    (``PET_NNODES``), so while one has not started no training code ran anywhere."""
+    return sorted(
+        p.rank
+        for p in latest_attempts(live(pods))
+        if p.phase == PodPhase.PENDING and p.rank is not None
+    )
+
+
+def _excused(draft: Draft, pods: list[PodInfo]) -> str:
+    """Why workers failing now are not the code's doing though their nodes are healthy, or
+    "": they waited at the rendezvous for ranks of their generation that never came — whose
+    creates the namespace refuses (:func:`_refused_peers`), or whose worker never started
+    (:func:`_unstarted_peers`) — and failed at its timeout. Said in the restart's event."""
+    if _refused_peers(draft, pods):
+        return (
+            "; the namespace refuses the creates of ranks of the generation, so its peers "
+            "failed waiting at the rendezvous (not charged to restartBudget)"
+        )
+    unstarted = _unstarted_peers(pods)
+    if unstarted:
+        return (
+            f"; rank(s) {', '.join(map(str, unstarted))} of the generation never started, so "
+            "its peers failed waiting at the rendezvous (not charged to restartBudget)"
+        )
+    return ""
 
 
 def _bound(pods: list[PodInfo]) -> set[str]:
@@ -1219,7 +1275,9 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
             return True
         _charge_stop(draft, losses, pods)
         _blame_troubles(draft, losses, pods)
-        why = f"{why}; {_why(losses)}"
+        why = f"{why}; {_why(losses)}" + (
+            _excused(draft, pods) if losses.failed and not losses.by_node else ""
+        )
     draft.event(
         NORMAL,
         "PoolShrinking",
