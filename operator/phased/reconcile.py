@@ -369,7 +369,11 @@ class Reconciler:
         owners = {n.owner_uid for n in (before, after) if n is not None and n.owner_uid}
         for uid in owners:
             self.trigger(uid)
-        if after is None or after.owner_uid is None:
+        if after is None or after.owner_uid is None or _quarantined(before) != _quarantined(after):
+            # Free, or in or out of quarantine while held: the nodes a phase could ever be
+            # given changed (``pools.type_total``); a waiting job whose ``nodes.min`` can no
+            # longer be met leaves the line for that type, and the jobs behind take what they
+            # kept for it. (A node going NotReady counts still: it comes and goes.)
             self.trigger_waiting()
 
     def _take(self, entry: JobEntry, raw: dict[str, Any]) -> None:
@@ -1297,6 +1301,10 @@ def _count(value: Any) -> int:
 def _priority(raw: dict[str, Any]) -> int:
     """The job's place in the line for capacity, before its age: ``spec.priority``."""
     return int((raw.get("spec") or {}).get("priority") or 0)
+
+
+def _quarantined(node: NodeInfo | None) -> bool:
+    return node is not None and node.labels.get(labels.LABEL_ROLE) == "quarantined"
 
 
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:

@@ -26,7 +26,7 @@ wait for (no give-back livelock, no overtaking).
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hypothesis import given
@@ -109,7 +109,11 @@ class Line:
     def _claimants(self, me: int) -> tuple[Claimant, ...]:
         out = []
         for i, other in enumerate(self.jobs):
-            wants = other.status.waiting_for
+            # As the reconciler reads the line: what a job waits for, or else the spares it
+            # runs short of (``status.sparesWanted``, a claimant marked ``spares``).
+            wants, spares = other.status.waiting_for, False
+            if not wants:
+                wants, spares = other.status.spares_wanted, True
             if i == me or not wants:
                 continue
             shape = waiting_shape(other.the_spec, other.status.phase_index)
@@ -124,6 +128,7 @@ class Line:
                     tolerations=shape[1],
                     fault_conditions=shape[2],
                     types=shape[3],
+                    spares=spares,
                 )
             )
         return tuple(out)
@@ -234,8 +239,16 @@ class Line:
                 held = any(n.owner_uid == cluster.job.uid for n in self.nodes.values())
                 claimed = self.run(j)
                 if not held and claimed:  # admitted: beyond what the jobs ahead wait for
-                    ahead = sum(sum(c.status.waiting_for.values()) for c in self.jobs[:j])
-                    assert len(claimed) <= free - ahead, (cluster.job.name, claimed, ahead)
+                    # (of the nodes they could take)
+                    waits = [
+                        c
+                        for c in self.jobs
+                        if c.status.waiting_for and _in_line(c) < _in_line(cluster)
+                    ]
+                    theirs = [m for m in claimed if any(self._fits(c, m) for c in waits)]
+                    free_theirs = sum(1 for m in free if any(self._fits(c, m) for c in waits))
+                    ahead = sum(sum(c.status.waiting_for.values()) for c in waits)
+                    assert len(theirs) <= max(0, free_theirs - ahead), (cluster.job.name, claimed)
                 self.run(j)
                 if cluster.status.state == JobState.RUNNING and _whole(cluster):
                     cluster.finish_workers(cluster.status.phase or "")
@@ -247,7 +260,9 @@ class Line:
         """It waits because the nodes left out of quarantine (a person's to return) are
         fewer than its phase needs, and says so."""
         usable = sum(
-            1 for n in self.nodes.values() if labels.ANNOTATION_QUARANTINE not in n.annotations
+            1
+            for n in self.nodes.values()
+            if labels.ANNOTATION_QUARANTINE not in n.annotations and self._fits(cluster, n.name)
         )
         the_phase = cluster.the_spec.phases[cluster.status.phase_index]
         return (
@@ -256,10 +271,22 @@ class Line:
             and "the cluster has only" in cluster.status.message
         )
 
-    def _free(self) -> int:
-        return sum(
-            1 for n in self.nodes.values() if not any(k.startswith("phased.dev/") for k in n.labels)
-        )
+    def _free(self) -> list[str]:
+        return [
+            n.name
+            for n in self.nodes.values()
+            if not any(k.startswith("phased.dev/") for k in n.labels)
+        ]
+
+    def _fits(self, cluster: Cluster, name: str) -> bool:
+        """The phase ``cluster`` is at could run on node ``name`` (here: every node)."""
+        return True
+
+
+def _in_line(cluster: Cluster) -> tuple[int, datetime]:
+    """Its place in line: the highest priority first, then the oldest."""
+    assert cluster.job.created is not None
+    return -cluster.the_spec.priority, cluster.job.created
 
 
 def _whole(cluster: Cluster) -> bool:

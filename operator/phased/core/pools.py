@@ -367,7 +367,9 @@ def kept_for_ahead(
     and its pass and this job's claimed the same GPU nodes. Such a CPU phase that runs, short
     of spares (``claimant.spares``), is kept no GPU node from a waiting job (``me`` not
     ``spares``): its refill never takes one a waiting GPU job wants, whatever its place;
-    only from another refill (``me.spares``), which its refill does not leave them to."""
+    only from another refill (``me.spares``), which its refill does not leave them to; and
+    from any job, only what its refill takes (:func:`_left_by_cpu_refill`)."""
+    waiting = tuple(waiting)
     ahead = sorted(
         (c for c in waiting if c.uid != me.uid and any(n > 0 for n in c.wants.values())),
         key=_line_key,
@@ -427,7 +429,15 @@ def kept_for_ahead(
                 continue
             used.update(takes[:need])
             need -= min(need, len(takes))
-        for node in reversed(mine):
+        pool = list(mine)
+        if claimant.spares and key == CPU_TYPE and settings.cpu.allow_gpu_nodes:
+            # A CPU phase short of spares is kept only what its refill takes: none of the GPU
+            # nodes waiting GPU jobs want (kept, it left them to those jobs, which left them
+            # to this one, which kept them for it: idle).
+            seen = [*mine, *idle]
+            left = set(_left_by_cpu_refill([n.name for n in seen], waiting, seen, settings))
+            pool = [n for n in mine if n.name in left]
+        for node in reversed(pool):
             if need <= 0:
                 break
             if node.name in kept or (known and not could_take(claimant, node, key, settings)):
