@@ -219,6 +219,13 @@ GPU, CPU_THEN_GPU, GPU_THEN_CPU = (False, False), (True, False), (False, True)
     cpu=1,
     happenings=[],
 )
+# A job that gave its pool back (its workers refused past a quota) and waited in line took its
+# whole last world once the nodes came free, from under an older job waiting for one of them.
+@example(
+    shape=[_job(2, 0, GPU, extra=1), _job(1, 0, CPU_THEN_GPU), _job(1, 2, GPU)],
+    cpu=3,
+    happenings=[(("quota", 0, 1), None)],
+)
 def test_cpu_and_gpu_jobs_in_line_never_leave_a_free_node_to_one_another(
     shape: list[dict[str, Any]],
     cpu: int,

@@ -341,13 +341,17 @@ def _owed(draft: Draft) -> tuple[int, int]:
     taken whatever the line; the spares (``spares.count``), as a running generation's refill
     does (:func:`refill_spares`), leave a job ahead the free nodes that would admit it now
     (:func:`_left_by_jobs_starting`). Nothing for a phase that has not started: all it
-    takes is admitted in line.
+    takes is admitted in line. Nothing either for one whose job waits (its pool given up
+    to wait in line, or given back while the namespace refused its workers): it holds no
+    pool to make up, and is admitted at its place in line as any waiting job is. Before, it
+    took its whole last world whatever the line once the nodes came free, from under a job
+    ahead waiting for some of them.
 
     A ``nodes.min`` raised above the last world asks for actives the phase never ran with:
     they come, as growth toward ``nodes.max`` does, only from what the waiting jobs ahead
     leave, and when that is too little the pool is given up to wait in line. Only a world
     no status recorded (0) is read as ``nodes.min``."""
-    if not _started(draft):
+    if not _started(draft) or draft.snap.status.state == JobState.WAITING:
         return 0, 0
     world = draft.status.world_size or draft.phase.nodes.min
     held = len(draft.held(NodeRole.ACTIVE)) + len(draft.held(NodeRole.SPARE))
