@@ -1304,7 +1304,7 @@ def _priority(raw: dict[str, Any]) -> int:
 
 
 def _quarantined(node: NodeInfo | None) -> bool:
-    return node is not None and node.labels.get(labels.LABEL_ROLE) == "quarantined"
+    return node is not None and node.role == NodeRole.QUARANTINED
 
 
 def _same_state(a: NodeInfo, b: NodeInfo) -> bool:
