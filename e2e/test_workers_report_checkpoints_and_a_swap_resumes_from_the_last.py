@@ -303,7 +303,9 @@ def test_a_rank_replaced_on_its_own_leaves_its_old_worker_refused(
         token_file = tmp_path / "token"
         secret = core.read_namespaced_secret(f"{name}-report", namespace)
         token_file.write_bytes(base64.b64decode(secret.data["token"]))
-        lost, kept = sorted(workers, key=lambda p: p.metadata.labels["phased.dev/rank"])
+        # Rank 1 is lost: rank 0's agent hosts the c10d rendezvous store, and its loss
+        # restarts the gang (a new generation) instead of replacing it alone.
+        kept, lost = sorted(workers, key=lambda p: p.metadata.labels["phased.dev/rank"])
         assert phased_worker.report_progress(10, environ=_as_worker(lost, token_file))
 
         lib.make_node_not_ready(core, sim_node(lost.spec.node_name), wait=None)
