@@ -108,15 +108,21 @@ def test_lost_gpus_on_a_ready_node_are_a_failure(
 def test_a_worker_that_cannot_be_placed_on_an_ailing_node_goes_to_the_spare_at_once(
     running: Any, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any
 ) -> None:
-    """A node loses GPUs (a failure only after its 5-minute grace) while its worker runs on:
-    the worker is waited for. Its worker then goes (deleted by hand, as an eviction would):
-    the replacement of that rank cannot be placed there, so the node trades places with the
-    spare at once and the worker runs on the spare, with no ledger entry and no grace."""
+    """A node loses GPUs (a failure only after its 5-minute grace) while its worker, rank 1,
+    runs on: the worker is waited for. Its worker then goes (deleted by hand, as an eviction
+    would): the replacement of that rank cannot be placed there, so the node trades places
+    with the spare at once and the worker runs on the spare, with no ledger entry and no
+    grace."""
     job = long_job("unplaced", 2, 1, gpuDropGrace="5m", restartScope="Worker")
     job["spec"]["launcher"] = {"type": "Torchrun", "rendezvous": "C10d"}
     name, uid, st = running(job)
     spare = st["pool"]["spares"][0]
-    victim = sim_node(sorted(st["pool"]["active"])[0])
+    # Rank 1's node: while rank 0's node is in trouble, or rank 0 is lost, its agent (which
+    # hosts the c10d rendezvous store) takes the gang down with it, and the gang restarts.
+    (rank1,) = [
+        p for p in live_workers(core, namespace, uid) if p.metadata.labels["phased.dev/rank"] == "1"
+    ]
+    victim = sim_node(rank1.spec.node_name)
     lib.drop_allocatable_gpus(core, victim, 6)
     time.sleep(3)  # seen by the operator: a suspect within its grace, its worker left alone
     (worker,) = [p for p in live_workers(core, namespace, uid) if p.spec.node_name == victim]
