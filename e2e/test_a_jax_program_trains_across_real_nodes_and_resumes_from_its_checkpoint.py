@@ -182,5 +182,20 @@ def test_a_jax_run_resumes_from_its_last_checkpoint_after_a_kubelet_failure(
     assert final["final"] and final["step"] == STEPS and final["generation"] == generation
     done = [e for e in events(core, namespace, pods[0].metadata.name) if e["event"] == "done"]
     assert done and done[0]["step"] == STEPS
-    workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Succeeded"]
-    assert {p.spec.node_name for p in workers} == healthy
+    # Phased reads a worker as ended from its worker container; the kubelet writes the pod's
+    # phase Succeeded only once it has torn the pod down (its volumes unmounted), a moment
+    # later, so the job may be Succeeded before both pods say so.
+
+    def succeeded_on() -> set[str] | None:
+        pods = live_workers(core, namespace, uid)
+        on = {p.spec.node_name for p in pods if p.status.phase == "Succeeded"}
+        return on if on == healthy else None
+
+    lib.wait_until(
+        succeeded_on,
+        60,
+        message=lambda: (
+            "both workers Succeeded; pods: "
+            + str([(p.spec.node_name, p.status.phase) for p in live_workers(core, namespace, uid)])
+        ),
+    )
