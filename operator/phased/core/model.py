@@ -133,6 +133,11 @@ class PodInfo:
     # container of the pod, a sidecar that is no init container, still runs or waits: the pod
     # holds its node (and its GPUs) until Phased deletes it (phased.core.phases.lingering).
     lingering: bool = False
+    # The kubelet rejected the pod at admission (Failed, no container started; ``reason`` is
+    # the check that refused it): the scheduler placed it, and its node would not run it — a
+    # device plugin failing to allocate its GPUs (UnexpectedAdmissionError), resources taken
+    # by pods the scheduler does not know of (OutOf<resource>), labels changed under it.
+    rejected: bool = False
     # Why a Pending pod does not run: a container's waiting reason (ErrImagePull,
     # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
     waiting_reason: str = ""

@@ -594,28 +594,61 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
     """A generation goes on nodes under no suspicion when the spares allow it.
 
     An active node in trouble but still within its grace (NotReady, a GPU-fault condition,
-    GPUs missing from allocatable) on which no worker of the generation is bound (``busy``:
-    the nodes that have one) trades roles with the Ready spare nearest to it that is under
-    no suspicion: before a new generation is created (nothing is bound yet), and while one
-    runs whose worker for that node is still unbound (the node went NotReady before the
-    scheduler placed it; a rank replaced onto a spare that fell ill), so no unplaced worker
-    waits out a grace a spare can cover. The troubled node stays held, as a spare: it is
-    answered as a spare's failure if its grace runs out (nothing is interrupted) and serves
-    as one if it recovers. No ledger entry and no restart: nothing failed, nothing ran
-    there. Not while the breaker holds failures (automatic action is paused then). A worker
-    already bound to a troubled node is waited for: the grace is what tells a blip from a
-    loss.
+    GPUs missing from allocatable), or one whose kubelet rejected a worker of the phase at
+    admission (:func:`rejecting_nodes`), on which no worker of the generation is bound
+    (``busy``: the nodes that have one) trades roles with the Ready spare nearest to it that
+    is under no suspicion: before a new generation is created (nothing is bound yet), and
+    while one runs whose worker for that node is still unbound (the node went NotReady
+    before the scheduler placed it; a rank replaced onto a spare that fell ill), so no
+    unplaced worker waits out a grace a spare can cover. The troubled node stays held, as a
+    spare: it is answered as a spare's failure if its grace runs out (nothing is
+    interrupted) and serves as one if it recovers. No ledger entry and no restart: nothing
+    failed, nothing ran there. Not while the breaker holds failures (automatic action is
+    paused then). A worker already bound to a troubled node is waited for: the grace is what
+    tells a blip from a loss.
     """
     if draft.breaker_nodes:
         return
+    rejecting = rejecting_nodes(draft)
     troubled = [
         n
         for n in draft.held(NodeRole.ACTIVE)
-        if (not n.ready or n.name in draft.suspect_nodes) and n.name not in busy
+        if (not n.ready or n.name in draft.suspect_nodes or n.name in rejecting)
+        and n.name not in busy
     ]
+    _swap_out(draft, troubled, rejecting)
+
+
+def rejecting_nodes(draft: Draft) -> dict[str, str]:
+    """The nodes whose kubelet rejected a worker of the running phase at admission
+    (:attr:`~phased.core.model.PodInfo.rejected`), in the running generation or the one it
+    replaced, with the kubelet's reason: the scheduler placed the worker and the node would
+    not run it (a device plugin failing to allocate its GPUs, resources taken by pods the
+    scheduler does not know of). A worker placed there again would most likely be rejected
+    again, so the node trades places with a healthy spare (:func:`keep_troubled_out`)."""
+    gen = draft.status.restart_generation
+    return {
+        p.node_name: p.reason or "rejected"
+        for p in draft.phase_pods()
+        if p.rejected and p.node_name and p.generation >= gen - 1
+    }
+
+
+def _healthy_spares(draft: Draft, rejecting: Collection[str]) -> list[NodeInfo]:
+    """The spares a troubled active may trade places with: under no suspicion, and none
+    that rejected a worker of the phase."""
+    return [
+        s
+        for s in promotable(draft)
+        if s.name not in draft.suspect_nodes and s.name not in rejecting
+    ]
+
+
+def _swap_out(draft: Draft, troubled: list[NodeInfo], rejecting: Mapping[str, str]) -> None:
+    """Each of the active nodes ``troubled`` trades roles with the nearest healthy spare, while
+    one is left (:func:`keep_troubled_out`)."""
     for node in sorted(troubled, key=lambda n: n.name):
-        healthy = [s for s in promotable(draft) if s.name not in draft.suspect_nodes]
-        spare = choose_spare(node, healthy, [], draft.tolerations)
+        spare = choose_spare(node, _healthy_spares(draft, rejecting), [], draft.tolerations)
         if spare is None:
             return
         answered = _hand_over(draft, node.name, spare.name)
@@ -630,11 +663,16 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
         )
         draft.roles[node.name] = NodeRole.SPARE
         draft.roles[spare.name] = NodeRole.ACTIVE
+        why = (
+            f"rejected a worker at admission ({rejecting[node.name]})"
+            if node.name in rejecting and node.ready and node.name not in draft.suspect_nodes
+            else "is in trouble within its grace"
+        )
         draft.event(
             NORMAL,
             "TroubledNodeSwapped",
-            f"active node {node.name} is in trouble within its grace and no worker is bound "
-            f"to it: spare {spare.name} takes its place in phase {draft.phase.name}"
+            f"active node {node.name} {why} and no worker is bound to it: spare {spare.name} "
+            f"takes its place in phase {draft.phase.name}"
             + (f" (replacing {answered})" if answered is not None else "")
             + f", {node.name} stays held as a spare",
         )
@@ -701,7 +739,7 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
             promotable(draft),
             draft.held(NodeRole.ACTIVE),
             draft.tolerations,
-            draft.suspect_nodes,
+            draft.suspect_nodes | rejecting_nodes(draft).keys(),
         )
         if spare is None:
             return deficit - i
@@ -926,6 +964,12 @@ def tend_generation(draft: Draft) -> None:
     if not rejoinable(draft, pods, lost):
         gang_restart(draft, why + _alone_note(draft, pods, lost))
         return
+    # A rank replaced alone is not placed back on a node that rejected it: the node trades
+    # places with a healthy spare first (one whose worker still runs keeps its place).
+    running = {p.node_name for p in latest_attempts(live(pods)) if p.phase not in ENDED}
+    rejecting = rejecting_nodes(draft)
+    refused = [n for n in draft.held(NodeRole.ACTIVE) if n.name in rejecting]
+    _swap_out(draft, [n for n in refused if n.name not in running], rejecting)
     replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
     draft.event(
         NORMAL,
@@ -1116,9 +1160,23 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
         return False
     alone = bool(_succeeded(pods))
+    swappable = _rejections_swappable(draft)
     return not all(
-        _ended_with_its_node(draft, p) or (alone and _attempt(p) > 0) for p in losses.failed
+        (p.rejected and swappable) or _ended_with_its_node(draft, p) or (alone and _attempt(p) > 0)
+        for p in losses.failed
     )
+
+
+def _rejections_swappable(draft: Draft) -> bool:
+    """Every active node that rejected a worker at admission (:func:`rejecting_nodes`) has a
+    healthy spare to trade places with (:func:`keep_troubled_out`): the workers it rejected
+    were its doing, not their code's, and the next goes elsewhere. With none, the next
+    worker goes back to the same node: the rejection is charged to ``restartBudget`` like a
+    worker failing there, which bounds the retries."""
+    rejecting = rejecting_nodes(draft)
+    actives = [n for n in draft.held(NodeRole.ACTIVE) if n.name in rejecting]
+    spares = usable_spares(_healthy_spares(draft, rejecting), draft.tolerations)
+    return len(spares) >= len(actives)
 
 
 def _refused_peers(draft: Draft, pods: list[PodInfo]) -> bool:
@@ -1299,10 +1357,16 @@ def _why(losses: Losses) -> str:
     if losses.by_node:
         parts.append(f"lost node(s) {', '.join(sorted(set(losses.by_node.values())))}")
     if losses.failed:
-        parts.append(f"worker(s) failed: {', '.join(p.name for p in losses.failed)}")
+        parts.append(f"worker(s) failed: {', '.join(map(_failed_as, losses.failed))}")
     if losses.vanished:
         parts.append(f"worker(s) gone: rank {', '.join(map(str, losses.vanished))}")
     return "; ".join(parts)
+
+
+def _failed_as(pod: PodInfo) -> str:
+    if pod.rejected:
+        return f"{pod.name} (rejected by node {pod.node_name} at admission: {pod.reason})"
+    return pod.name
 
 
 # --- healed nodes ---------------------------------------------------------------------------

@@ -129,7 +129,7 @@ from phased.core.pools import (
     type_total,
     unfit_now,
 )
-from phased.core.recovery import keep_troubled_out, promotable
+from phased.core.recovery import keep_troubled_out, promotable, rejecting_nodes
 from phased.core.scope import in_scope
 from phased.core.storage import checkpoint_place, claim_created, made_place
 from phased.core.times import format_time, parse_time, seconds_between
@@ -794,12 +794,14 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
             if node not in leaving:
                 _set_role(draft, node, NodeRole.SPARE)
     while len(draft.held(NodeRole.ACTIVE)) < targets.active and promotable(draft):
-        # One under no suspicion first: a spare in trouble promoted here would only trade
-        # places again before the generation starts (keep_troubled_out). None that is
-        # leaving the pool (cordoned, tainted, out of the selector: promotable).
+        # One under no suspicion first (nor one that rejected a worker): a spare in trouble
+        # promoted here would only trade places again before the generation starts
+        # (keep_troubled_out). None that is leaving the pool (cordoned, tainted, out of the
+        # selector: promotable).
+        troubled = draft.suspect_nodes | rejecting_nodes(draft).keys()
         spare = sorted(
             nearest_first(promotable(draft), draft.held(NodeRole.ACTIVE)),
-            key=lambda n: n.name in draft.suspect_nodes,
+            key=lambda n: n.name in troubled,
         )[0]
         # A node that failed while no generation ran (e.g. between a gang restart and the
         # next generation) is answered here: this promotion is its replacement.

@@ -20,6 +20,10 @@ from phased.core.times import parse_time as _parse_time
 
 _QUANTITY = re.compile(r"^([0-9]+)(\.[0-9]+)?([a-zA-Z]*)$")
 
+# The kubelet's mark on a pod it would not admit (``rejectPod``): phase Failed, the reason of
+# the check that refused it (UnexpectedAdmissionError, OutOf<resource>, NodeAffinity, ...).
+_REJECTED = "Pod was rejected:"
+
 
 def parse_time(value: Any) -> datetime | None:
     return _parse_time(value) if isinstance(value, str) else None
@@ -112,6 +116,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
             reason = str(terminated.get("reason") or reason)
             break
     phase, lingering = _worker_ended(phase, statuses)
+    rejected = phase == PodPhase.FAILED and str(status.get("message") or "").startswith(_REJECTED)
     waiting_reason, waiting_message = _waiting(status)
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -133,6 +138,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
         lingering=lingering,
+        rejected=rejected,
         controller=_controller(meta),
         **checkpoint_fields(spec),
     )

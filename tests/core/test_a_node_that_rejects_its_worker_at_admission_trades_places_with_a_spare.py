@@ -1,0 +1,93 @@
+"""A node whose kubelet rejects a worker at admission (the pod Failed before any container
+started, ``Pod was rejected: ...``: a device plugin failing to allocate its GPUs, resources
+taken by pods the scheduler does not know of) is the node's doing, not the worker's code's.
+While a healthy spare can take its place, the node trades places with it before the next
+worker is made, and nothing is charged to ``restartBudget``. Before, the rejection was
+judged a code fault: a budget spent on each, the next generation placed back on the same
+node and rejected again, until the job failed. With no spare to take its place the next
+worker goes back to the same node, and the rejection is charged as a failure there: the
+budget bounds the retries."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from phased.api.v1alpha1 import JobState, NodeRole
+from phased.core.model import EmitEvent, PodPhase
+from tests.core.builders import Cluster, node, of_type, phase, spec
+
+REASON = "UnexpectedAdmissionError"
+
+
+class Rejecting:
+    """The cluster, with one node whose kubelet rejects every worker placed on it: the node
+    of the first worker of ``rank`` placed."""
+
+    def __init__(self, cluster: Cluster, rank: int) -> None:
+        self.cluster = cluster
+        self.rank = rank
+        self.bad: str | None = None
+        self.events: list[str] = []
+
+    def step(self) -> None:
+        plan = self.cluster.step()
+        self.events += [f"{e.reason}: {e.message}" for e in of_type(plan, EmitEvent)]
+        pods = self.cluster.pods
+        if self.bad is None:
+            self.bad = next((p.node_name for p in pods.values() if p.rank == self.rank), None)
+        for name, p in pods.items():
+            if p.node_name == self.bad and p.phase == PodPhase.RUNNING:
+                pods[name] = replace(
+                    p, phase=PodPhase.FAILED, rejected=True, reason=REASON, running_since=None
+                )
+        self.cluster.advance(1)
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            self.step()
+
+
+def _cluster(spares: int, **policy: object) -> Cluster:
+    the_spec = spec(
+        phase("train", 3, 3),
+        spares=spares,
+        failurePolicy={"restartBudget": 0, **policy},
+        launcher={"type": "Torchrun", "rendezvous": "C10d"},
+    )
+    return Cluster(the_spec, {f"n{i}": node(f"n{i}") for i in range(3 + spares)})
+
+
+def test_a_gang_rejected_on_one_node_starts_again_without_it_uncharged() -> None:
+    job = Rejecting(_cluster(spares=1), rank=1)
+    job.run(12)
+    cluster = job.cluster
+    assert cluster.status.state == JobState.RUNNING, cluster.status.message
+    assert cluster.status.worker_restarts == 0
+    assert job.bad in cluster.held(NodeRole.SPARE)
+    running = {p.node_name for p in cluster.running()}
+    assert running == set(cluster.held(NodeRole.ACTIVE)) and len(running) == 3
+    swapped = [e for e in job.events if e.startswith("TroubledNodeSwapped")]
+    assert any(f"rejected a worker at admission ({REASON})" in e for e in swapped), job.events
+    restarted = [e for e in job.events if e.startswith("WorkersRestarted")]
+    assert any(f"rejected by node {job.bad} at admission" in e for e in restarted), restarted
+
+
+def test_a_rank_rejected_on_its_node_is_replaced_alone_on_the_spare_uncharged() -> None:
+    job = Rejecting(_cluster(spares=1, restartScope="Worker"), rank=1)
+    job.run(12)
+    cluster = job.cluster
+    assert cluster.status.state == JobState.RUNNING, cluster.status.message
+    assert cluster.status.worker_restarts == 0
+    assert cluster.status.restart_generation == 0  # rank 1 alone, not the gang
+    assert job.bad in cluster.held(NodeRole.SPARE)
+    ranks = {p.rank for p in cluster.running()}
+    assert ranks == {0, 1, 2}
+    assert {p.node_name for p in cluster.running()} == set(cluster.held(NodeRole.ACTIVE))
+
+
+def test_with_no_spare_to_take_its_place_a_rejecting_node_spends_the_budget() -> None:
+    job = Rejecting(_cluster(spares=0), rank=1)
+    job.run(12)
+    cluster = job.cluster
+    assert cluster.status.state == JobState.FAILED
+    assert cluster.status.worker_restarts == 1
