@@ -115,24 +115,8 @@ class ProfiledOperator(Operator):
         super().__init__(*args, **kwargs)
         self.profile_path = profile_path
 
-    def start(self, wait_ready: bool = True) -> Operator:
-        env = {
-            **os.environ,
-            "PHASED_METRICS_PORT": str(self.metrics_port),
-            "PHASED_HEALTH_PORT": str(self.health_port),
-            "PYTHONUNBUFFERED": "1",
-            **self.env,
-        }
-        args = [sys.executable, "-m", "cProfile", "-o", str(self.profile_path)]
-        args += ["-m", "phased", "run", "--kubeconfig", self.kubeconfig]
-        if self.settings is not None:
-            args += ["--settings", str(self.settings)]
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.starts += 1
-        if wait_ready:
-            self.wait_ready(timeout=300)
-        return self
+    def interpreter(self) -> list[str]:
+        return [sys.executable, "-m", "cProfile", "-o", str(self.profile_path)]
 
 
 def training_job(name: str) -> dict[str, Any]:

@@ -66,7 +66,7 @@ class Operator:
             ),
             **self.env,
         }
-        args = [sys.executable, "-m", "phased", "run", "--kubeconfig", self.kubeconfig]
+        args = [*self.interpreter(), "-m", "phased", "run", "--kubeconfig", self.kubeconfig]
         if self.settings is not None:
             args += ["--settings", str(self.settings)]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,6 +80,10 @@ class Operator:
         if wait_ready:
             self.wait_ready()
         return self
+
+    def interpreter(self) -> list[str]:
+        """The command the operator's ``-m phased`` runs under (a subclass may wrap it)."""
+        return [sys.executable]
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

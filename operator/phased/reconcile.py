@@ -680,7 +680,7 @@ class Reconciler:
                 del self.occupied[name]
         found = {name: pods for name, (_, pods) in self.occupied.items()}
         for node in self.nodes.all():
-            if node.owner_uid == job.uid and labels.ANNOTATION_CLEARING in node.annotations:
+            if labels.ANNOTATION_CLEARING in node.annotations and node.owner_uid == job.uid:
                 found[node.name] = await self._pods_on(node.name)
         return found
 
