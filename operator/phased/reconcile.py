@@ -621,6 +621,7 @@ class Reconciler:
             ref = entry.ref
             token = reports.report_token(self.report_key, ref.namespace, ref.name, ref.uid)
         status, unreadable = read_status(entry.raw.get("status"))
+        nodes = self.nodes.all()
         return Snapshot(
             job=entry.ref,
             spec=spec,
@@ -631,13 +632,13 @@ class Reconciler:
             claim_exists=entry.claim_ok,
             status=status,
             unreadable_status=unreadable,
-            nodes=self.nodes.all() + await self._unseen_pool_nodes(status),
+            nodes=nodes + await self._unseen_pool_nodes(status),
             pods=tuple(pod_from_raw(p) for p in raw_pods),
             service_exists=entry.service_ok,
             waiting=self._claimants(entry.ref.uid),
             known_node_names=self.nodes.names() if self.nodes.synced else None,
             annotations=_phased_annotations(entry.raw),
-            node_pods=await self._node_pods(entry.ref),
+            node_pods=await self._node_pods(entry.ref, nodes),
         )
 
     async def _unseen_pool_nodes(self, status: TrainingJobStatus) -> tuple[NodeInfo, ...]:
@@ -668,7 +669,9 @@ class Reconciler:
         raws = await self.pod_verbs.on_node(node)
         return tuple(node_pod_from_raw(r, self.operator_pod) for r in raws)
 
-    async def _node_pods(self, job: JobRef) -> dict[str, tuple[NodePod, ...]]:
+    async def _node_pods(
+        self, job: JobRef, nodes: Iterable[NodeInfo]
+    ) -> dict[str, tuple[NodePod, ...]]:
         """Pods on the job's nodes being cleared (fresh), and on nodes recently found
         occupied (remembered for a resync interval; only ``LOOK_AGAIN_SECONDS`` when every
         pod keeping the node out was on its way out, so that the pass decide asks for then
@@ -679,7 +682,7 @@ class Reconciler:
             if now - seen > (LOOK_AGAIN_SECONDS if soon else self._resync):
                 del self.occupied[name]
         found = {name: pods for name, (_, pods) in self.occupied.items()}
-        for node in self.nodes.all():
+        for node in nodes:
             if labels.ANNOTATION_CLEARING in node.annotations and node.owner_uid == job.uid:
                 found[node.name] = await self._pods_on(node.name)
         return found

@@ -12,7 +12,7 @@ recognises one from the raw event, before anything is converted.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -156,6 +156,10 @@ class NodeView:
     def all(self) -> tuple[NodeInfo, ...]:
         return tuple(self._nodes.values())
 
+    def by_name(self) -> Mapping[str, NodeInfo]:
+        """The view's nodes by name, not copied: read it at once, never across an await."""
+        return self._nodes
+
     def names(self) -> frozenset[str]:
         return frozenset(self._nodes)
 
@@ -200,7 +204,7 @@ class NodeViews:
         first, *others = self.views
         if not others:
             return first.all()
-        seen = {node.name: node for node in first.all()}
+        seen = dict(first.by_name())  # a dict's own copy: a pass reads this once or twice
         for view in others:
             for node in view.all():
                 held = seen.get(node.name)
