@@ -204,7 +204,7 @@ class NodeViews:
         first, *others = self.views
         if not others:
             return first.all()
-        seen = dict(first.by_name())  # a dict's own copy: a pass reads this once or twice
+        seen = dict(first.by_name())  # copied whole, not node by node: every pass merges
         for view in others:
             for node in view.all():
                 held = seen.get(node.name)
