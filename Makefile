@@ -42,7 +42,7 @@ lock: ## Refresh requirements/*.txt from pyproject.toml (LOCK_FLAGS=--upgrade to
 
 lint: ## ruff, mypy --strict (operator, bench), the import-layer contracts, the chart's CRD copy
 	ruff check operator tests e2e bench hack examples
-	ruff format --check operator
+	ruff format --check operator tests e2e bench hack examples
 	mypy
 	mypy bench
 	lint-imports

@@ -197,9 +197,9 @@ def test_with_no_spare_left_the_gang_restarts_smaller_while_at_least_min(
         message=lambda: f"SparesExhausted; status: {status(kubectl, namespace, name)}",
     )
     st = found["status"]
-    assert any(
-        f"the spares do not cover the lost node(s) {victim}" in e for e in found["said"]
-    ), found["said"]
+    assert any(f"the spares do not cover the lost node(s) {victim}" in e for e in found["said"]), (
+        found["said"]
+    )
     assert st["restartGeneration"] >= 1
 
     def healthy_gang() -> bool:

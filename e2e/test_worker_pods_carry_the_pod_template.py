@@ -185,7 +185,7 @@ def test_a_namespace_quota_that_refuses_workers_is_said_on_the_job_until_it_is_r
     }
     kubectl("apply", "-f", "-", input=json.dumps(quota))
     lib.wait_until(
-        lambda: (core.read_namespaced_resource_quota("pods", namespace).status.hard or {}),
+        lambda: core.read_namespaced_resource_quota("pods", namespace).status.hard or {},
         60,
         message="the quota controller to publish the quota",
     )

@@ -12,9 +12,7 @@ A, S, Q = NodeRole.ACTIVE, NodeRole.SPARE, NodeRole.QUARANTINED
 
 def _between_phases(spares: int, free: int, **policy):
     """A two-phase job whose first phase has just finished."""
-    the_spec = spec(
-        phase("prep", 2, 2), phase("train", 2, 2), spares=spares, failurePolicy=policy
-    )
+    the_spec = spec(phase("prep", 2, 2), phase("train", 2, 2), spares=spares, failurePolicy=policy)
     c = Cluster(the_spec, {n.name: n for n in nodes("h", 2 + spares + free)})
     c.settle()
     assert len(c.running()) == 2

@@ -97,4 +97,3 @@ def test_a_node_failing_after_its_rank_succeeded_while_a_peer_runs():
     assert not [a for p in plans for a in p.actions if isinstance(a, CreatePod)]
     assert cluster.status.state == JobState.RUNNING and cluster.status.restarts == 0
     assert cluster.status.interruption.used_seconds == 0
-

@@ -52,9 +52,7 @@ def _tainted(n: NodeInfo) -> NodeInfo:
 
 def _promoted(c: Cluster, since: int) -> list[str]:
     return [
-        a.node
-        for a in c.log[since:]
-        if isinstance(a, SetNodeRole) and a.role == NodeRole.ACTIVE
+        a.node for a in c.log[since:] if isinstance(a, SetNodeRole) and a.role == NodeRole.ACTIVE
     ]
 
 

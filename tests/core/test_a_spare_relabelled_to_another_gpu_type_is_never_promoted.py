@@ -36,9 +36,7 @@ def test_a_failure_seen_with_the_relabel_promotes_a_spare_of_the_phases_type() -
         c.step()
 
     promoted = [
-        a.node
-        for a in c.log[before:]
-        if isinstance(a, SetNodeRole) and a.role == NodeRole.ACTIVE
+        a.node for a in c.log[before:] if isinstance(a, SetNodeRole) and a.role == NodeRole.ACTIVE
     ]
     assert promoted == ["h03"]
     assert _said(c, "SparePromoted", before) == ["spare h03 promoted to active, replacing h00"]

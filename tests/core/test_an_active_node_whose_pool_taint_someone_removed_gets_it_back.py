@@ -44,9 +44,7 @@ def _pool_tainted(cluster: Cluster, name: str) -> bool:
     return any(t.key == labels.TAINT_POOL and t.value == uid for t in cluster.nodes[name].taints)
 
 
-def test_an_active_node_whose_pool_taint_was_removed_is_tainted_again_and_nothing_moves() -> (
-    None
-):
+def test_an_active_node_whose_pool_taint_was_removed_is_tainted_again_and_nothing_moves() -> None:
     cluster = _running()
     victim = cluster.held(NodeRole.ACTIVE)[1]
     workers = sorted(p.name for p in cluster.running())

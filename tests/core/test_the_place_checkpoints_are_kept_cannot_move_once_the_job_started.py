@@ -66,9 +66,7 @@ MOVES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("case", "before", "change", "needle"), MOVES, ids=[c[0] for c in MOVES]
-)
+@pytest.mark.parametrize(("case", "before", "change", "needle"), MOVES, ids=[c[0] for c in MOVES])
 def test_an_edit_moving_the_checkpoints_of_a_started_job_holds_it_untouched(
     case: str,
     before: dict[str, Any],
