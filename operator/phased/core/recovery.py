@@ -946,6 +946,8 @@ def tend_generation(draft: Draft) -> None:
         return
     worker_fault = _code_fault(draft, losses, pods)
     alone = _spares_cover(draft, world) and rejoinable(draft, pods, lost)
+    if not worker_fault and not alone and not _retry_start(draft, losses, pods):
+        return
     counted = alone or not _never_started(pods, losses)
     if counted and not _count_restart(draft, worker_fault):
         return
@@ -1141,7 +1143,42 @@ def _alone_note(draft: Draft, pods: list[PodInfo], lost: Collection[int] = ()) -
     return ""
 
 
-def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
+def _retry_start(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
+    """Workers failing beside ranks of their generation that never started, excused for that
+    alone (:func:`_unstarted_peers`; they would be their code's failure otherwise), make a
+    failed start when the gang restarts for them (the caller asks only then): the restart
+    spends one of the phase's ``pendingRestarts`` retries, as a start stuck past
+    ``pendingGrace`` does (:mod:`phased.core.starts`), and with those spent the job fails
+    (``WorkersStuckPending``); False then. Before, nothing bounded it: a rank that could
+    never start (no node for it, an image no node could pull) beside peers that failed
+    before ``pendingGrace`` ran out restarted the gang for ever, each new generation making
+    the Pending rank anew, its grace never reached and no budget spent. A rank replaced
+    alone leaves the Pending one as it is, its grace running (the stuck start bounds it),
+    and spends none. None is spent either when every rank that never started was made
+    before an edit of the phase's worker (the fix is tried, as a stuck start's is)."""
+    if not losses.failed or losses.by_node or _refused_peers(draft, pods):
+        return True
+    unstarted = _unstarted_peers(pods)
+    if not unstarted or not _code_fault(draft, losses, pods, excused=False):
+        return True
+    waiting = [p for p in latest_attempts(live(pods)) if p.rank in unstarted]
+    if all(made_before_edit(draft, p) for p in waiting):
+        return True
+    used, allowed = draft.record.pending_restarts, draft.spec.failure_policy.pending_restarts
+    if used >= allowed:
+        fail(
+            draft,
+            "WorkersStuckPending",
+            f"rank(s) {', '.join(map(str, unstarted))} of phase {draft.phase.name} never "
+            f"started, and their peers failed waiting at the rendezvous; the {allowed} "
+            "retried start(s) allowed by failurePolicy.pendingRestarts are spent",
+        )
+        return False
+    draft.update_record(pending_restarts=used + 1)
+    return True
+
+
+def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo], *, excused: bool = True) -> bool:
     """Workers failed on healthy nodes, and it was their code's doing (``restartBudget``).
 
     Not when a node of the generation failed or is in trouble (a suspect, or held by the
@@ -1153,8 +1190,9 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     rendezvous to rejoin (:func:`rejoinable`). Nor while the namespace refuses the creates
     of ranks of the generation (:func:`_refused_peers`), nor while a rank of the generation
     has never started (:func:`_unstarted_peers`): the workers that were created wait at the
-    rendezvous for peers that never come, and fail at its timeout (:func:`_excused`)."""
-    if not losses.failed or losses.by_node or _excused(draft, pods):
+    rendezvous for peers that never come, and fail at its timeout (:func:`_excused`);
+    ``excused=False`` asks whether it would be their code's failure but for that."""
+    if not losses.failed or losses.by_node or (excused and _excused(draft, pods)):
         return False
     bound = _bound(pods)
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
@@ -1215,7 +1253,8 @@ def _excused(draft: Draft, pods: list[PodInfo]) -> str:
     if unstarted:
         return (
             f"; rank(s) {', '.join(map(str, unstarted))} of the generation never started, so "
-            "its peers failed waiting at the rendezvous (not charged to restartBudget)"
+            "its peers failed waiting at the rendezvous (a failed start, not charged to "
+            "restartBudget)"
         )
     return ""
 
@@ -1329,7 +1368,10 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
         return False
     why = f"nodes.max lowered from {world} to {limit}"
     if losses.by_node or losses.failed:
-        if not _count_restart(draft, _code_fault(draft, losses, pods)):
+        worker_fault = _code_fault(draft, losses, pods)
+        if not worker_fault and not _retry_start(draft, losses, pods):
+            return True
+        if not _count_restart(draft, worker_fault):
             return True
         _charge_stop(draft, losses, pods)
         _blame_troubles(draft, losses, pods)
