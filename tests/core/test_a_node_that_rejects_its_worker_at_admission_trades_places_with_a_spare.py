@@ -91,3 +91,25 @@ def test_with_no_spare_to_take_its_place_a_rejecting_node_spends_the_budget() ->
     cluster = job.cluster
     assert cluster.status.state == JobState.FAILED
     assert cluster.status.worker_restarts == 1
+
+
+def test_nodes_that_all_reject_are_excused_once_a_spare_then_charged() -> None:
+    """Every node rejects rank 1's worker (a device plugin failing everywhere): a node is
+    healthy again once its rejected pod is gone, so the swaps could go round for ever. The
+    phase is excused as many restarts as it has spares, then rejections are charged and the
+    budget ends it."""
+    cluster = _cluster(spares=4, restartBudget=3)
+    for _ in range(200):
+        cluster.step()
+        for name, p in cluster.pods.items():
+            if p.rank == 1 and p.phase == PodPhase.RUNNING:
+                cluster.pods[name] = replace(
+                    p, phase=PodPhase.FAILED, rejected=True, reason=REASON, running_since=None
+                )
+        cluster.advance(1)
+        if cluster.status.state == JobState.FAILED:
+            break
+    assert cluster.status.state == JobState.FAILED, cluster.status.restarts
+    assert "restartBudget" in (cluster.status.message or "")
+    assert cluster.status.phases[0].admission_rejections == 4
+    assert cluster.status.restarts == 4 + 3 + 1

@@ -621,6 +621,8 @@ class PhaseRecord(_Status):
     cost: float = 0.0
     waiting_seconds: float = 0.0
     pending_restarts: int = 0  # failed starts (workers stuck Pending) retried in this phase
+    # Restarts for workers nodes rejected at admission, not charged to restartBudget.
+    admission_rejections: int = 0
     last_checkpoint: CheckpointRecord | None = None
     last_progress: ProgressRecord | None = None
     # When the workers met the completion rule while the final checkpoint was still due.

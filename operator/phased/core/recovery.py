@@ -792,11 +792,15 @@ def _held_places(draft: Draft) -> int:
     )
 
 
-def _count_restart(draft: Draft, worker_fault: bool) -> bool:
-    """Count one restart; False when it spends the restart budget (the job has failed)."""
+def _count_restart(draft: Draft, worker_fault: bool, losses: Losses | None = None) -> bool:
+    """Count one restart; False when it spends the restart budget (the job has failed). A
+    restart for ``losses`` with workers a node rejected, not charged, is counted in the
+    phase's ``admissionRejections`` too (:func:`_rejections_swappable`)."""
     draft.set(restarts=draft.status.restarts + 1)
     draft.update_record(restarts=draft.record.restarts + 1)
     if not worker_fault:
+        if losses is not None and any(p.rejected for p in losses.failed):
+            draft.update_record(admission_rejections=draft.record.admission_rejections + 1)
         return True
     used = draft.status.worker_restarts + 1
     draft.set(worker_restarts=used)
@@ -949,7 +953,7 @@ def tend_generation(draft: Draft) -> None:
     if not worker_fault and not alone and not _retry_start(draft, losses, pods):
         return
     counted = alone or not _never_started(pods, losses)
-    if counted and not _count_restart(draft, worker_fault):
+    if counted and not _count_restart(draft, worker_fault, losses):
         return
     _charge_stop(draft, losses, pods)
     _blame_troubles(draft, losses, pods)
@@ -1210,7 +1214,16 @@ def _rejections_swappable(draft: Draft) -> bool:
     healthy spare to trade places with (:func:`keep_troubled_out`): the workers it rejected
     were its doing, not their code's, and the next goes elsewhere. With none, the next
     worker goes back to the same node: the rejection is charged to ``restartBudget`` like a
-    worker failing there, which bounds the retries."""
+    worker failing there, which bounds the retries.
+
+    A phase is excused as many such restarts as it has spares (``spares.count``, counted in
+    its record's ``admissionRejections``): enough for each spare to be tried once. A node
+    that rejected a worker is healthy again once its rejected pod is gone (a gang restart
+    deletes it), so before, nodes that all reject (a device plugin failing on every node)
+    traded places with one another for ever, the gang restarting each time and nothing
+    charged; beyond that count a rejection is charged, and the budget bounds it."""
+    if draft.record.admission_rejections >= draft.spec.spares.count:
+        return False
     rejecting = rejecting_nodes(draft)
     actives = [n for n in draft.held(NodeRole.ACTIVE) if n.name in rejecting]
     spares = usable_spares(_healthy_spares(draft, rejecting), draft.tolerations)
@@ -1371,7 +1384,7 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
         worker_fault = _code_fault(draft, losses, pods)
         if not worker_fault and not _retry_start(draft, losses, pods):
             return True
-        if not _count_restart(draft, worker_fault):
+        if not _count_restart(draft, worker_fault, losses):
             return True
         _charge_stop(draft, losses, pods)
         _blame_troubles(draft, losses, pods)
