@@ -1,7 +1,8 @@
 """Node failure on the real cluster, beyond the single NotReady node: lost GPUs on a Ready
 node, two nodes failing at once, no spare left, a rack failing en masse (the breaker holds
 it until it recovers or a person says proceed), a
-deleted node, and an operator killed in the middle of a swap."""
+deleted node, an operator killed in the middle of a swap, and a worker its node's kubelet
+evicted under memory pressure."""
 
 from __future__ import annotations
 
@@ -440,3 +441,57 @@ def test_a_preemptible_spare_lends_itself_and_is_cleared_on_promotion(
     lib.wait_pod_gone(core, namespace, "guest", timeout=60)
     taints = {t.key for t in core.read_node(spare).spec.taints or []}
     assert "phased.dev/pool" in taints and "phased.dev/spare" not in taints, taints
+
+
+def evict_as_the_kubelet_does(core: Any, namespace: str, pod: Any) -> None:
+    """Write the status a kubelet writes for a worker it evicted under memory pressure: the
+    ``DisruptionTarget`` condition, the pod Failed with reason ``Evicted``, the container
+    killed (137)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    said = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi."
+    terminated = {"exitCode": 137, "reason": "Error", "startedAt": now, "finishedAt": now}
+    body = {
+        "status": {
+            "phase": "Failed",
+            "reason": "Evicted",
+            "message": said,
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "TerminationByKubelet",
+                    "message": said,
+                    "lastTransitionTime": now,
+                },
+                {"type": "Ready", "status": "False", "lastTransitionTime": now},
+            ],
+            "containerStatuses": [
+                {"name": "worker", "state": {"running": None, "terminated": terminated}}
+            ],
+        }
+    }
+    core.patch_namespaced_pod_status(pod.metadata.name, namespace, body)
+
+
+def test_a_worker_its_node_evicted_moves_to_the_spare_uncharged(
+    running: Any, kubectl: lib.Kubectl, core: Any, namespace: str
+) -> None:
+    """restartBudget 0: were the eviction judged the code's failure, the job would fail."""
+    name, uid, st = running(long_job("evicted", 3, 1, restartBudget=0))
+    victim = sorted(st["pool"]["active"])[1]
+    pod = next(p for p in live_workers(core, namespace, uid) if p.spec.node_name == victim)
+    evict_as_the_kubelet_does(core, namespace, pod)
+
+    def moved() -> dict[str, Any] | None:
+        s = status(kubectl, namespace, name)
+        workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"]
+        on = {p.spec.node_name for p in workers}
+        active = set((s.get("pool") or {}).get("active", []))
+        return s if s.get("restarts") == 1 and len(on) == 3 and on == active else None
+
+    st = lib.wait_until(moved, 90, message="the gang running again without the evicting node")
+    assert st["state"] == "Running"
+    assert st.get("workerRestarts", 0) == 0
+    assert victim in st["pool"]["spares"] and victim not in st["pool"]["active"]
+    assert st["phases"][0].get("nodeDisruptions") == 1
+    assert "TroubledNodeSwapped" in job_events(kubectl, namespace, name)

@@ -623,6 +623,9 @@ class PhaseRecord(_Status):
     pending_restarts: int = 0  # failed starts (workers stuck Pending) retried in this phase
     # Restarts for workers nodes rejected at admission, not charged to restartBudget.
     admission_rejections: int = 0
+    # Restarts for workers a node's kubelet stopped for the node's sake (evicted under
+    # pressure, shut down), not charged to restartBudget.
+    node_disruptions: int = 0
     last_checkpoint: CheckpointRecord | None = None
     last_progress: ProgressRecord | None = None
     # When the workers met the completion rule while the final checkpoint was still due.

@@ -138,6 +138,11 @@ class PodInfo:
     # device plugin failing to allocate its GPUs (UnexpectedAdmissionError), resources taken
     # by pods the scheduler does not know of (OutOf<resource>), labels changed under it.
     rejected: bool = False
+    # The kubelet stopped the worker for its node's sake and left it Failed: evicted under
+    # node pressure (memory, disk, PIDs), killed for the node's graceful shutdown, preempted
+    # for a critical pod. What it said ("" when none of these): the pod's ``DisruptionTarget``
+    # condition, or on a kubelet that sets none, its ``Evicted``/``Preempting``/shutdown reason.
+    disruption: str = ""
     # Why a Pending pod does not run: a container's waiting reason (ErrImagePull,
     # ImagePullBackOff, CreateContainerConfigError, ...) or the scheduler's (Unschedulable).
     waiting_reason: str = ""

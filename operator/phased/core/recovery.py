@@ -595,7 +595,8 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
 
     An active node in trouble but still within its grace (NotReady, a GPU-fault condition,
     GPUs missing from allocatable), or one whose kubelet rejected a worker of the phase at
-    admission (:func:`rejecting_nodes`), on which no worker of the generation is bound
+    admission or stopped one for the node's sake (:func:`refusing_nodes`), on which no worker
+    of the generation is bound
     (``busy``: the nodes that have one) trades roles with the Ready spare nearest to it that
     is under no suspicion: before a new generation is created (nothing is bound yet), and
     while one runs whose worker for that node is still unbound (the node went NotReady
@@ -609,7 +610,7 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
     """
     if draft.breaker_nodes:
         return
-    rejecting = rejecting_nodes(draft)
+    rejecting = refusing_nodes(draft)
     troubled = [
         n
         for n in draft.held(NodeRole.ACTIVE)
@@ -619,19 +620,27 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
     _swap_out(draft, troubled, rejecting)
 
 
-def rejecting_nodes(draft: Draft) -> dict[str, str]:
-    """The nodes whose kubelet rejected a worker of the running phase at admission
-    (:attr:`~phased.core.model.PodInfo.rejected`), in the running generation or the one it
-    replaced, with the kubelet's reason: the scheduler placed the worker and the node would
-    not run it (a device plugin failing to allocate its GPUs, resources taken by pods the
-    scheduler does not know of). A worker placed there again would most likely be rejected
-    again, so the node trades places with a healthy spare (:func:`keep_troubled_out`)."""
+def refusing_nodes(draft: Draft) -> dict[str, str]:
+    """The nodes whose kubelet refused a worker of the running phase, in the running
+    generation or the one it replaced, with what it did: rejected it at admission
+    (:attr:`~phased.core.model.PodInfo.rejected`; the scheduler placed the worker and the
+    node would not run it: a device plugin failing to allocate its GPUs, resources taken by
+    pods the scheduler does not know of), or stopped it for the node's sake
+    (:attr:`~phased.core.model.PodInfo.disruption`: evicted under node pressure, killed for
+    the node's shutdown). A worker placed there again would most likely meet the same, so
+    the node trades places with a healthy spare (:func:`keep_troubled_out`)."""
     gen = draft.status.restart_generation
     return {
-        p.node_name: p.reason or "rejected"
+        p.node_name: _refused_as(p)
         for p in draft.phase_pods()
-        if p.rejected and p.node_name and p.generation >= gen - 1
+        if (p.rejected or p.disruption) and p.node_name and p.generation >= gen - 1
     }
+
+
+def _refused_as(pod: PodInfo) -> str:
+    if pod.rejected:
+        return f"rejected a worker at admission ({pod.reason or 'rejected'})"
+    return f"stopped a worker for its own sake ({pod.disruption})"
 
 
 def _healthy_spares(draft: Draft, rejecting: Collection[str]) -> list[NodeInfo]:
@@ -664,7 +673,7 @@ def _swap_out(draft: Draft, troubled: list[NodeInfo], rejecting: Mapping[str, st
         draft.roles[node.name] = NodeRole.SPARE
         draft.roles[spare.name] = NodeRole.ACTIVE
         why = (
-            f"rejected a worker at admission ({rejecting[node.name]})"
+            rejecting[node.name]
             if node.name in rejecting and node.ready and node.name not in draft.suspect_nodes
             else "is in trouble within its grace"
         )
@@ -739,7 +748,7 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
             promotable(draft),
             draft.held(NodeRole.ACTIVE),
             draft.tolerations,
-            draft.suspect_nodes | rejecting_nodes(draft).keys(),
+            draft.suspect_nodes | refusing_nodes(draft).keys(),
         )
         if spare is None:
             return deficit - i
@@ -794,13 +803,16 @@ def _held_places(draft: Draft) -> int:
 
 def _count_restart(draft: Draft, worker_fault: bool, losses: Losses | None = None) -> bool:
     """Count one restart; False when it spends the restart budget (the job has failed). A
-    restart for ``losses`` with workers a node rejected, not charged, is counted in the
-    phase's ``admissionRejections`` too (:func:`_rejections_swappable`)."""
+    restart for ``losses`` with workers a node rejected or stopped, not charged, is counted in
+    the phase's ``admissionRejections`` or ``nodeDisruptions`` too (:func:`_node_excused`)."""
     draft.set(restarts=draft.status.restarts + 1)
     draft.update_record(restarts=draft.record.restarts + 1)
     if not worker_fault:
-        if losses is not None and any(p.rejected for p in losses.failed):
+        failed = losses.failed if losses is not None else []
+        if any(p.rejected for p in failed):
             draft.update_record(admission_rejections=draft.record.admission_rejections + 1)
+        if any(p.disruption and not p.rejected for p in failed):
+            draft.update_record(node_disruptions=draft.record.node_disruptions + 1)
         return True
     used = draft.status.worker_restarts + 1
     draft.set(worker_restarts=used)
@@ -970,10 +982,10 @@ def tend_generation(draft: Draft) -> None:
     if not rejoinable(draft, pods, lost):
         gang_restart(draft, why + _alone_note(draft, pods, lost))
         return
-    # A rank replaced alone is not placed back on a node that rejected it: the node trades
-    # places with a healthy spare first (one whose worker still runs keeps its place).
+    # A rank replaced alone is not placed back on a node that rejected or stopped it: the node
+    # trades places with a healthy spare first (one whose worker still runs keeps its place).
     running = {p.node_name for p in latest_attempts(live(pods)) if p.phase not in ENDED}
-    rejecting = rejecting_nodes(draft)
+    rejecting = refusing_nodes(draft)
     refused = [n for n in draft.held(NodeRole.ACTIVE) if n.name in rejecting]
     _swap_out(draft, [n for n in refused if n.name not in running], rejecting)
     replace_ranks(draft, pods, [*ranks, *losses.vanished], world)
@@ -1202,29 +1214,43 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo], *, excused: b
     if bound & (draft.suspect_nodes | draft.breaker_nodes):
         return False
     alone = bool(_succeeded(pods))
-    swappable = _rejections_swappable(draft)
+    refused = any(p.rejected or p.disruption for p in losses.failed)
+    swappable = refused and _refusals_swappable(draft)
     return not all(
-        (p.rejected and swappable) or _ended_with_its_node(draft, p) or (alone and _attempt(p) > 0)
+        _node_excused(draft, p, swappable)
+        or _ended_with_its_node(draft, p)
+        or (alone and _attempt(p) > 0)
         for p in losses.failed
     )
 
 
-def _rejections_swappable(draft: Draft) -> bool:
-    """Every active node that rejected a worker at admission (:func:`rejecting_nodes`) has a
-    healthy spare to trade places with (:func:`keep_troubled_out`): the workers it rejected
-    were its doing, not their code's, and the next goes elsewhere. With none, the next
-    worker goes back to the same node: the rejection is charged to ``restartBudget`` like a
-    worker failing there, which bounds the retries.
+def _node_excused(draft: Draft, pod: PodInfo, swappable: bool) -> bool:
+    """The worker ended by its node's doing, not its code's: the node's kubelet rejected it
+    at admission or stopped it for the node's sake (:func:`refusing_nodes`), and the node can
+    trade places with a healthy spare (``swappable``: :func:`_refusals_swappable`), so the
+    next worker goes elsewhere. With none, it goes back to the same node: the refusal is
+    charged to ``restartBudget`` like a worker failing there, which bounds the retries.
 
-    A phase is excused as many such restarts as it has spares (``spares.count``, counted in
-    its record's ``admissionRejections``): enough for each spare to be tried once. A node
-    that rejected a worker is healthy again once its rejected pod is gone (a gang restart
-    deletes it), so before, nodes that all reject (a device plugin failing on every node)
-    traded places with one another for ever, the gang restarting each time and nothing
-    charged; beyond that count a rejection is charged, and the budget bounds it."""
-    if draft.record.admission_rejections >= draft.spec.spares.count:
+    A phase is excused as many such restarts of each kind as it has spares (``spares.count``,
+    counted in its record's ``admissionRejections`` and ``nodeDisruptions``): enough for each
+    spare to be tried once. A node that refused a worker is healthy again once its pod is gone
+    (a gang restart deletes it), so before, nodes that all reject (a device plugin failing on
+    every node) traded places with one another for ever, the gang restarting each time and
+    nothing charged; beyond that count a refusal is charged, and the budget bounds it. So is
+    a worker evicted wherever it goes because it is the one using up its node's memory."""
+    if pod.rejected:
+        used = draft.record.admission_rejections
+    elif pod.disruption:
+        used = draft.record.node_disruptions
+    else:
         return False
-    rejecting = rejecting_nodes(draft)
+    return swappable and used < draft.spec.spares.count
+
+
+def _refusals_swappable(draft: Draft) -> bool:
+    """Every active node that refused a worker (:func:`refusing_nodes`) has a healthy spare to
+    trade places with (:func:`keep_troubled_out`)."""
+    rejecting = refusing_nodes(draft)
     actives = [n for n in draft.held(NodeRole.ACTIVE) if n.name in rejecting]
     spares = usable_spares(_healthy_spares(draft, rejecting), draft.tolerations)
     return len(spares) >= len(actives)
@@ -1421,6 +1447,8 @@ def _why(losses: Losses) -> str:
 def _failed_as(pod: PodInfo) -> str:
     if pod.rejected:
         return f"{pod.name} (rejected by node {pod.node_name} at admission: {pod.reason})"
+    if pod.disruption:
+        return f"{pod.name} (stopped by node {pod.node_name}'s kubelet: {pod.disruption})"
     return pod.name
 
 

@@ -23,6 +23,10 @@ _QUANTITY = re.compile(r"^([0-9]+)(\.[0-9]+)?([a-zA-Z]*)$")
 # The kubelet's mark on a pod it would not admit (``rejectPod``): phase Failed, the reason of
 # the check that refused it (UnexpectedAdmissionError, OutOf<resource>, NodeAffinity, ...).
 _REJECTED = "Pod was rejected:"
+# The pod reasons a kubelet that writes no ``DisruptionTarget`` condition (before 1.26) gives a
+# pod it stopped for its node's sake: node-pressure eviction, a critical pod's preemption, the
+# node's graceful shutdown (``Shutdown`` before 1.24, ``Terminated`` since).
+_STOPPED_BY_KUBELET = ("Evicted", "Preempting", "Shutdown", "Terminated")
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -117,6 +121,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
             break
     phase, lingering = _worker_ended(phase, statuses)
     rejected = phase == PodPhase.FAILED and str(status.get("message") or "").startswith(_REJECTED)
+    disruption = _disruption(status) if phase == PodPhase.FAILED and not rejected else ""
     waiting_reason, waiting_message = _waiting(status)
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -139,6 +144,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         waiting_message=waiting_message,
         lingering=lingering,
         rejected=rejected,
+        disruption=disruption,
         controller=_controller(meta),
         **checkpoint_fields(spec),
     )
@@ -202,6 +208,22 @@ def _worker_ended(phase: PodPhase, statuses: list[dict[str, Any]]) -> tuple[PodP
     ended = PodPhase.SUCCEEDED if terminated.get("exitCode") == 0 else PodPhase.FAILED
     others = [cs for cs in statuses if cs.get("name") != WORKER_CONTAINER]
     return ended, any(not (cs.get("state") or {}).get("terminated") for cs in others)
+
+
+def _disruption(status: dict[str, Any]) -> str:
+    """What the kubelet said when it stopped a pod for its node's sake ("" when it did not):
+    the ``DisruptionTarget`` condition (True) it writes before the pod ends, else the pod's
+    reason from a kubelet that writes none. A pod deleted (the Eviction API, a preemption by
+    the scheduler, the taint manager) carries the condition too, but is read as gone."""
+    for cond in status.get("conditions") or []:
+        target = isinstance(cond, dict) and cond.get("type") == "DisruptionTarget"
+        if target and cond.get("status") == "True":
+            said = str(cond.get("message") or "")
+            return f"{cond.get('reason') or 'DisruptionTarget'}: {said}"[:256].rstrip(": ")
+    reason = str(status.get("reason") or "")
+    if reason in _STOPPED_BY_KUBELET:
+        return f"{reason}: {status.get('message') or ''}"[:256].rstrip(": ")
+    return ""
 
 
 def _running_since(status: dict[str, Any]) -> datetime | None:
