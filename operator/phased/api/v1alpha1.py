@@ -440,7 +440,8 @@ class FailurePolicy(_Model):
     not_ready_grace: Duration = "30s"
     # A worker Pending this long (unschedulable, image pull errors...) is a failed start.
     pending_grace: Duration = "10m"
-    # Failed starts retried per phase (a new generation, or the stuck ranks) before it fails.
+    # Failed starts retried in a row in a phase (a new generation, or the stuck ranks) before
+    # the job fails; a start in which every rank runs gives them back.
     pending_restarts: int = Field(default=1, ge=0, le=100)
     gpu_fault_conditions: list[
         Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$", max_length=63)]
@@ -620,7 +621,8 @@ class PhaseRecord(_Status):
     busy_gpu_hours: float = 0.0  # GPUs that ran a Running worker
     cost: float = 0.0
     waiting_seconds: float = 0.0
-    pending_restarts: int = 0  # failed starts (workers stuck Pending) retried in this phase
+    # Failed starts (workers stuck Pending) retried since the phase's workers last all started.
+    pending_restarts: int = 0
     # Restarts for workers nodes rejected at admission, not charged to restartBudget.
     admission_rejections: int = 0
     # Restarts for workers a node's kubelet stopped for the node's sake (evicted under

@@ -11,8 +11,9 @@ container's waiting reason (``ErrImagePull``, ``ImagePullBackOff``,
 message).
 
 Stuck workers turn ``WorkersPending`` True (one Warning event ``WorkersStuckPending``) and
-are a failed start: the phase retries it ``pendingRestarts`` times (default 1, counted per
-phase in ``status.phases[].pendingRestarts``) — a new generation (``restartScope: Gang``) or
+are a failed start: the phase retries it ``pendingRestarts`` times in a row (default 1,
+counted in ``status.phases[].pendingRestarts``, back to 0 once every rank of a generation
+runs: :func:`_all_started`) — a new generation (``restartScope: Gang``) or
 the stuck ranks recreated (``Worker``, while they can rejoin their generation:
 :func:`phased.core.recovery.rejoinable`; not while the breaker holds) — and then the job
 fails with reason ``WorkersStuckPending``, since a bad image or a worker that fits no node
@@ -40,7 +41,14 @@ from phased.core.conditions import ConditionType
 from phased.core.draft import WARNING, Draft
 from phased.core.failure import healthy_since
 from phased.core.model import DeletePod, PodInfo, PodPhase
-from phased.core.phases import fail, generation_pods, live, world_limit, world_of
+from phased.core.phases import (
+    fail,
+    generation_pods,
+    latest_attempts,
+    live,
+    world_limit,
+    world_of,
+)
 from phased.core.pools import gpu_resource
 from phased.core.recovery import gang_restart, made_before_edit, rejoinable, replace_ranks
 
@@ -119,6 +127,18 @@ def _unstarted_before_edit(draft: Draft) -> list[PodInfo]:
     return sorted(pods, key=lambda p: p.name)
 
 
+def _all_started(draft: Draft, pods: list[PodInfo]) -> bool:
+    """Every rank of the running generation has a worker (its newest attempt) that runs or
+    has succeeded: the start succeeded, and the failed starts before it are behind the phase
+    (``pendingRestarts`` counts those in a row). Not while a rank has no worker yet (between
+    a restart's deletions and its creates nothing has started)."""
+    world = world_of(pods, draft.status.world_size, world_limit(draft))
+    started = {
+        p.rank for p in latest_attempts(pods) if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED)
+    }
+    return world > 0 and all(rank in started for rank in range(world))
+
+
 def tend_starts(draft: Draft) -> None:
     """Answer workers stuck Pending: retry the start within ``pendingRestarts``, then fail.
     A generation none of whose workers has started, made before an edit of the phase's
@@ -137,9 +157,11 @@ def tend_starts(draft: Draft) -> None:
         return
     stuck = stuck_workers(draft)
     if not stuck:
-        pending = [p for p in live(generation_pods(draft)) if p.phase == PodPhase.PENDING]
-        if not pending:
+        pods = live(generation_pods(draft))
+        if not any(p.phase == PodPhase.PENDING for p in pods):
             draft.condition(ConditionType.WORKERS_PENDING, False, "Started", "")
+            if draft.record.pending_restarts and _all_started(draft, pods):
+                draft.update_record(pending_restarts=0)
         return
     policy = draft.spec.failure_policy
     shown = "; ".join(_why(p) for p in stuck[:5]) + (
