@@ -60,7 +60,9 @@ def test_a_worker_failing_on_a_healthy_node_is_replaced_once_the_breaker_lets_go
     assert "MassFailureCleared" in events(plan)
     created = [c.manifest["metadata"]["name"] for c in of_type(plan, CreatePod)]
     assert created == [f"{name}-a1"]
-    assert cluster.status.restarts == 1 and cluster.status.worker_restarts == 1
+    # It failed while two nodes of its generation were dark: its collective's doing, not its
+    # code's, so the restart is not charged to restartBudget.
+    assert cluster.status.restarts == 1 and cluster.status.worker_restarts == 0
 
 
 def test_a_worker_stuck_pending_is_started_again_once_the_breaker_lets_go():

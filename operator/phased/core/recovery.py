@@ -967,9 +967,15 @@ def tend_generation(draft: Draft) -> None:
     counted = alone or not _never_started(pods, losses)
     if counted and not _count_restart(draft, worker_fault, losses):
         return
+    why = _why(losses) + (_excused(draft, pods) if losses.failed and not losses.by_node else "")
+    beside = _troubles_beside(draft, losses, pods) if not worker_fault else {}
+    if beside and not losses.by_node:
+        why += (
+            f"; node(s) {', '.join(sorted(beside))} of the generation were in trouble while "
+            "they ran (not charged to restartBudget)"
+        )
     _charge_stop(draft, losses, pods)
     _blame_troubles(draft, losses, pods)
-    why = _why(losses) + (_excused(draft, pods) if losses.failed and not losses.by_node else "")
     if not _spares_cover(draft, world):
         # Nothing is promoted here: the pool is formed again by the admission rule
         # (phased.core.sizing), which promotes or claims each replacement it keeps. A spare
@@ -1199,8 +1205,9 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo], *, excused: b
 
     Not when a node of the generation failed or is in trouble (a suspect, or held by the
     breaker): the workers beside it fail because their collective with the lost peer did.
-    Nor for a worker whose own node was in trouble while it ran and is healthy again (a
-    rack the breaker held came back, a blip within the grace): it ended with its node. Nor
+    Nor when one was in trouble while they ran and is healthy again (a rack the breaker held
+    came back, a blip within the grace: :func:`_troubles_beside`): a worker on it ended with
+    its node, and the workers beside it with their collective, at its timeout. Nor
     for a rank replaced alone that fails once a peer of its generation has succeeded: the
     peer was done and gone before the replacement could join it, so the replacement had no
     rendezvous to rejoin (:func:`rejoinable`). Nor while the namespace refuses the creates
@@ -1211,16 +1218,13 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo], *, excused: b
     if not losses.failed or losses.by_node or (excused and _excused(draft, pods)):
         return False
     bound = _bound(pods)
-    if bound & (draft.suspect_nodes | draft.breaker_nodes):
+    if bound & (draft.suspect_nodes | draft.breaker_nodes) or _troubles_beside(draft, losses, pods):
         return False
     alone = bool(_succeeded(pods))
     refused = any(p.rejected or p.disruption for p in losses.failed)
     swappable = refused and _refusals_swappable(draft)
     return not all(
-        _node_excused(draft, p, swappable)
-        or _ended_with_its_node(draft, p)
-        or (alone and _attempt(p) > 0)
-        for p in losses.failed
+        _node_excused(draft, p, swappable) or (alone and _attempt(p) > 0) for p in losses.failed
     )
 
 
@@ -1313,30 +1317,54 @@ def _charge_stop(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:
     troubled = [(s.node, s.since) for s in draft.status.suspects]
     troubled += [(h.node, h.since) for h in draft.status.breaker.held]
     starts += [t for node, since in troubled if node in bound and (t := parse_time(since))]
-    for pod in losses.failed:
-        if _ended_with_its_node(draft, pod):
-            starts.append(_trouble_began(draft, pod))
+    starts += _troubles_beside(draft, losses, pods).values()
     interruptions.stopped(draft, min(starts), _why(losses))
 
 
 def _blame_troubles(draft: Draft, losses: Losses, pods: list[PodInfo]) -> None:
-    """Mark the troubles this restart came from (:func:`.flapping.blame`): of each node a
-    failed worker ended with, and of each node of the generation in trouble now (the
-    workers beside it failed with their lost peer). A node that fails now is answered as a
-    failure, not counted as a flap."""
+    """Mark the troubles this restart came from (:func:`.flapping.blame`): of each node of
+    the generation in trouble now, or in trouble while the failed workers ran
+    (:func:`_troubles_beside`: the workers beside it failed with their lost peer). A node
+    that fails now is answered as a failure, not counted as a flap."""
     bound = _bound(pods)
     created = [p.created for p in pods if p.created is not None]
     blamed = {
         node: min(created, default=draft.now)
         for node in bound & (draft.suspect_nodes | draft.breaker_nodes)
     }
-    for pod in losses.failed:
-        if pod.node_name and pod.created is not None and _ended_with_its_node(draft, pod):
-            blamed[pod.node_name] = pod.created
+    first = min((p.created for p in losses.failed if p.created is not None), default=draft.now)
+    for node in _troubles_beside(draft, losses, pods):
+        blamed.setdefault(node, first)
     history = draft.status.troubles
     for node, after in sorted(blamed.items()):
         history = flapping.blame(history, node, after)
     draft.set(troubles=history)
+
+
+def _troubles_beside(draft: Draft, losses: Losses, pods: list[PodInfo]) -> dict[str, datetime]:
+    """The nodes of the generation that were in trouble while the workers that failed ran
+    and are healthy again, with when the trouble began: a failed worker's own node, healthy
+    again since the worker was created (:func:`_ended_with_its_node`), and a node the
+    generation's workers are on whose trouble began after a failed worker was created and
+    has restarted no worker yet (``status.troubles``, kept while flap detection is on: the
+    workers lived through it so far, and their collective with the worker there broke with
+    it, to fail at its timeout once the node was back). Each such trouble excuses one
+    restart: the restart marks it (:func:`_blame_troubles`), and it counts towards the node's
+    flapping."""
+    found = {
+        pod.node_name: _trouble_began(draft, pod)
+        for pod in losses.failed
+        if pod.node_name and _ended_with_its_node(draft, pod)
+    }
+    created = [p.created for p in losses.failed if p.created is not None]
+    if not created:
+        return found
+    first, bound = min(created), _bound(pods)
+    for entry in draft.status.troubles:
+        since = parse_time(entry.since)
+        if entry.node in bound and not entry.restarted and since is not None and since >= first:
+            found.setdefault(entry.node, since)
+    return found
 
 
 def _trouble_began(draft: Draft, pod: PodInfo) -> datetime:
