@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from phased.api.v1alpha1 import JobState, NodeRole
 from phased.core.model import EmitEvent, PodInfo, PodPhase
-from tests.core.builders import Cluster, node, of_type, phase, spec
+from tests.core.builders import Cluster, node, of_type, phase, spec, with_ready
 
 SAID = "TerminationByKubelet: The node was low on resource: memory."
 
@@ -125,3 +125,20 @@ def test_a_worker_that_exits_on_its_own_is_still_its_codes_failure() -> None:
         cluster.advance(1)
     assert cluster.status.state == JobState.FAILED
     assert cluster.status.worker_restarts == 1
+
+
+def test_a_stop_another_excuse_covers_uses_up_none_of_its_kind() -> None:
+    """A node of the gang is NotReady within its grace while another node stops its worker:
+    the restart is excused by the node in trouble already, so ``nodeDisruptions`` keeps its
+    count for a stop that only the kubelet's word could excuse."""
+    cluster = _cluster(spares=1)
+    cluster.settle()
+    troubled = next(p for p in cluster.pods.values() if p.rank == 0).node_name or ""
+    cluster.nodes[troubled] = with_ready(cluster.nodes[troubled], False, cluster.now)
+    victim = next(p for p in cluster.pods.values() if p.rank == 1)
+    cluster.pods[victim.name] = _evicted(victim)
+    cluster.advance(1)
+    cluster.settle()
+    assert cluster.status.worker_restarts == 0
+    assert cluster.status.restarts == 1
+    assert cluster.status.phases[0].node_disruptions == 0

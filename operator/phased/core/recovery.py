@@ -801,14 +801,15 @@ def _held_places(draft: Draft) -> int:
     )
 
 
-def _count_restart(draft: Draft, worker_fault: bool, losses: Losses | None = None) -> bool:
+def _count_restart(draft: Draft, worker_fault: bool, refused: Losses | None = None) -> bool:
     """Count one restart; False when it spends the restart budget (the job has failed). A
-    restart for ``losses`` with workers a node rejected or stopped, not charged, is counted in
-    the phase's ``admissionRejections`` or ``nodeDisruptions`` too (:func:`_node_excused`)."""
+    restart not charged only because nodes rejected or stopped the workers of ``refused``
+    (:func:`_refusal_excused`) is counted in the phase's ``admissionRejections`` or
+    ``nodeDisruptions`` too (:func:`_node_excused`)."""
     draft.set(restarts=draft.status.restarts + 1)
     draft.update_record(restarts=draft.record.restarts + 1)
     if not worker_fault:
-        failed = losses.failed if losses is not None else []
+        failed = refused.failed if refused is not None else []
         if any(p.rejected for p in failed):
             draft.update_record(admission_rejections=draft.record.admission_rejections + 1)
         if any(p.disruption and not p.rejected for p in failed):
@@ -965,7 +966,8 @@ def tend_generation(draft: Draft) -> None:
     if not worker_fault and not alone and not _retry_start(draft, losses, pods):
         return
     counted = alone or not _never_started(pods, losses)
-    if counted and not _count_restart(draft, worker_fault, losses):
+    by_refusal = losses if _refusal_excused(draft, losses, pods, worker_fault) else None
+    if counted and not _count_restart(draft, worker_fault, by_refusal):
         return
     why = _why(losses) + (_excused(draft, pods) if losses.failed and not losses.by_node else "")
     beside = _troubles_beside(draft, losses, pods) if not worker_fault else {}
@@ -1200,7 +1202,14 @@ def _retry_start(draft: Draft, losses: Losses, pods: list[PodInfo]) -> bool:
     return True
 
 
-def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo], *, excused: bool = True) -> bool:
+def _code_fault(
+    draft: Draft,
+    losses: Losses,
+    pods: list[PodInfo],
+    *,
+    excused: bool = True,
+    refusals: bool = True,
+) -> bool:
     """Workers failed on healthy nodes, and it was their code's doing (``restartBudget``).
 
     Not when a node of the generation failed or is in trouble (a suspect, or held by the
@@ -1214,18 +1223,29 @@ def _code_fault(draft: Draft, losses: Losses, pods: list[PodInfo], *, excused: b
     of ranks of the generation (:func:`_refused_peers`), nor while a rank of the generation
     has never started (:func:`_unstarted_peers`): the workers that were created wait at the
     rendezvous for peers that never come, and fail at its timeout (:func:`_excused`);
-    ``excused=False`` asks whether it would be their code's failure but for that."""
+    ``excused=False`` asks whether it would be their code's failure but for that, and
+    ``refusals=False`` whether it would be but for the nodes that refused the workers
+    (:func:`_node_excused`)."""
     if not losses.failed or losses.by_node or (excused and _excused(draft, pods)):
         return False
     bound = _bound(pods)
     if bound & (draft.suspect_nodes | draft.breaker_nodes) or _troubles_beside(draft, losses, pods):
         return False
     alone = bool(_succeeded(pods))
-    refused = any(p.rejected or p.disruption for p in losses.failed)
+    refused = refusals and any(p.rejected or p.disruption for p in losses.failed)
     swappable = refused and _refusals_swappable(draft)
     return not all(
         _node_excused(draft, p, swappable) or (alone and _attempt(p) > 0) for p in losses.failed
     )
+
+
+def _refusal_excused(draft: Draft, losses: Losses, pods: list[PodInfo], worker_fault: bool) -> bool:
+    """The restart for ``losses`` is not charged only because nodes rejected or stopped its
+    workers (:func:`_node_excused`): no other excuse would have spared the budget (a node of
+    the generation in trouble, a rank that never started, ...). Only such a restart counts
+    towards the phase's ``admissionRejections`` or ``nodeDisruptions``: before, a worker a
+    node shutting down stopped, beside that node NotReady, used one up."""
+    return not worker_fault and _code_fault(draft, losses, pods, refusals=False)
 
 
 def _node_excused(draft: Draft, pod: PodInfo, swappable: bool) -> bool:
@@ -1438,7 +1458,8 @@ def _shrink_to_max(draft: Draft, pods: list[PodInfo], losses: Losses) -> bool:
         worker_fault = _code_fault(draft, losses, pods)
         if not worker_fault and not _retry_start(draft, losses, pods):
             return True
-        if not _count_restart(draft, worker_fault, losses):
+        by_refusal = losses if _refusal_excused(draft, losses, pods, worker_fault) else None
+        if not _count_restart(draft, worker_fault, by_refusal):
             return True
         _charge_stop(draft, losses, pods)
         _blame_troubles(draft, losses, pods)
