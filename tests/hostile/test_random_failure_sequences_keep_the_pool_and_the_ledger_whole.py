@@ -6,7 +6,8 @@ coming back; every node of the cluster going NotReady together (a control plane 
 its kubelets), its workers evicted meanwhile or not; the job's whole pool deleted with its
 pods and as many new nodes joining (a node pool recreated); GPUs vanishing from allocatable
 and GPU faults coming and going; nodes deleted (with their pods collected or not) and new
-ones joining; workers failing on healthy nodes; phases completing; time passing; a person's
+ones joining; workers failing on healthy nodes, or rejected or evicted by their node's
+kubelet; phases completing; time passing; a person's
 proceed — for jobs restarting the gang and for jobs restarting a lost rank alone
 (``restartScope: Worker``). After every pass:
 
@@ -78,6 +79,7 @@ events = st.one_of(
     st.tuples(st.just("gpus"), st.integers(0, 40), st.sampled_from([0, 4, 8])),
     st.tuples(st.just("xid"), st.integers(0, 40), st.booleans()),
     st.tuples(st.just("worker_fails"), st.integers(0, 40)),
+    st.tuples(st.just("refused"), st.integers(0, 40), st.booleans()),
     st.tuples(st.just("finish")),
     st.tuples(st.just("wait"), st.sampled_from([5, 20, 45, 120, 700])),
     st.tuples(st.just("proceed")),
@@ -192,6 +194,16 @@ def _happen(cluster: Cluster, event: tuple[Any, ...]) -> None:
         if running:
             victim = running[event[1] % len(running)]
             cluster.pods[victim.name] = replace(victim, phase=PodPhase.FAILED, exit_code=1)
+    elif kind == "refused":
+        running = sorted(cluster.running(), key=lambda p: p.name)
+        if running:
+            victim = running[event[1] % len(running)]
+            refused = (
+                replace(victim, rejected=True, reason="UnexpectedAdmissionError")
+                if event[2]
+                else replace(victim, exit_code=137, disruption="TerminationByKubelet: memory")
+            )
+            cluster.pods[victim.name] = replace(refused, phase=PodPhase.FAILED)
     elif kind == "finish" and cluster.status.phase:
         cluster.finish_workers(cluster.status.phase)
     elif kind == "wait":
