@@ -109,7 +109,7 @@ from phased.core.pools import gpu_resource, has_type_labels
 from phased.core.quarantine import decode_quarantine
 from phased.core.selector import selects
 from phased.core.times import format_time, parse_time
-from phased.core.tolerations import foreign_blocking
+from phased.core.tolerations import condition_blocking, foreign_blocking
 from phased.core.workers import Worker, worker_specs
 
 # The rank whose torchrun agent hosts the c10d rendezvous store: ``PET_RDZV_ENDPOINT`` is its
@@ -611,13 +611,34 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
     if draft.breaker_nodes:
         return
     rejecting = refusing_nodes(draft)
+    blocked = blocked_nodes(draft)
     troubled = [
         n
         for n in draft.held(NodeRole.ACTIVE)
-        if (not n.ready or n.name in draft.suspect_nodes or n.name in rejecting)
+        if (
+            not n.ready or n.name in draft.suspect_nodes or n.name in rejecting or n.name in blocked
+        )
         and n.name not in busy
     ]
-    _swap_out(draft, troubled, rejecting)
+    _swap_out(draft, troubled, rejecting, blocked)
+
+
+def blocked_nodes(draft: Draft) -> dict[str, str]:
+    """The Ready active and spare nodes the job holds with a taint the node controllers
+    derived from a condition — memory, disk or PID pressure, network unavailable — that the
+    workers do not tolerate (:func:`~phased.core.tolerations.condition_blocking`), with its
+    keys. Nothing failed for good there, and a worker already running on one runs on, but a
+    new worker would wait Pending until the condition passes: while a healthy spare is left,
+    such an active node with no worker bound trades places with it
+    (:func:`keep_troubled_out`), and such a spare is promoted last."""
+    tolerations = draft.tolerations
+    found: dict[str, str] = {}
+    for role in (NodeRole.ACTIVE, NodeRole.SPARE):
+        for node in draft.held(role):
+            taints = condition_blocking(node, tolerations) if node.ready else []
+            if taints:
+                found[node.name] = ", ".join(sorted({f"{t.key}:{t.effect}" for t in taints}))
+    return found
 
 
 def refusing_nodes(draft: Draft) -> dict[str, str]:
@@ -644,16 +665,22 @@ def _refused_as(pod: PodInfo) -> str:
 
 
 def _healthy_spares(draft: Draft, rejecting: Collection[str]) -> list[NodeInfo]:
-    """The spares a troubled active may trade places with: under no suspicion, and none
-    that rejected a worker of the phase."""
+    """The spares a troubled active may trade places with: under no suspicion, none that
+    refused a worker of the phase, and none a condition taint blocks (:func:`blocked_nodes`)."""
+    blocked = blocked_nodes(draft)
     return [
         s
         for s in promotable(draft)
-        if s.name not in draft.suspect_nodes and s.name not in rejecting
+        if s.name not in draft.suspect_nodes and s.name not in rejecting and s.name not in blocked
     ]
 
 
-def _swap_out(draft: Draft, troubled: list[NodeInfo], rejecting: Mapping[str, str]) -> None:
+def _swap_out(
+    draft: Draft,
+    troubled: list[NodeInfo],
+    rejecting: Mapping[str, str],
+    blocked: Mapping[str, str] | None = None,
+) -> None:
     """Each of the active nodes ``troubled`` trades roles with the nearest healthy spare, while
     one is left (:func:`keep_troubled_out`)."""
     for node in sorted(troubled, key=lambda n: n.name):
@@ -672,11 +699,13 @@ def _swap_out(draft: Draft, troubled: list[NodeInfo], rejecting: Mapping[str, st
         )
         draft.roles[node.name] = NodeRole.SPARE
         draft.roles[spare.name] = NodeRole.ACTIVE
-        why = (
-            rejecting[node.name]
-            if node.name in rejecting and node.ready and node.name not in draft.suspect_nodes
-            else "is in trouble within its grace"
-        )
+        well = node.ready and node.name not in draft.suspect_nodes
+        if well and node.name in rejecting:
+            why = rejecting[node.name]
+        elif well and blocked and node.name in blocked:
+            why = f"carries {blocked[node.name]}, which its workers do not tolerate"
+        else:
+            why = "is in trouble within its grace"
         draft.event(
             NORMAL,
             "TroubledNodeSwapped",
@@ -748,7 +777,7 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
             promotable(draft),
             draft.held(NodeRole.ACTIVE),
             draft.tolerations,
-            draft.suspect_nodes | refusing_nodes(draft).keys(),
+            draft.suspect_nodes | refusing_nodes(draft).keys() | blocked_nodes(draft).keys(),
         )
         if spare is None:
             return deficit - i

@@ -129,7 +129,7 @@ from phased.core.pools import (
     type_total,
     unfit_now,
 )
-from phased.core.recovery import keep_troubled_out, promotable, refusing_nodes
+from phased.core.recovery import blocked_nodes, keep_troubled_out, promotable, refusing_nodes
 from phased.core.scope import in_scope
 from phased.core.storage import checkpoint_place, claim_created, made_place
 from phased.core.times import format_time, parse_time, seconds_between
@@ -794,11 +794,11 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
             if node not in leaving:
                 _set_role(draft, node, NodeRole.SPARE)
     while len(draft.held(NodeRole.ACTIVE)) < targets.active and promotable(draft):
-        # One under no suspicion first (nor one that refused a worker): a spare in trouble
-        # promoted here would only trade places again before the generation starts
-        # (keep_troubled_out). None that is leaving the pool (cordoned, tainted, out of the
-        # selector: promotable).
-        troubled = draft.suspect_nodes | refusing_nodes(draft).keys()
+        # One under no suspicion first (nor one that refused a worker, nor one a condition
+        # taint blocks): a spare in trouble promoted here would only trade places again
+        # before the generation starts (keep_troubled_out). None that is leaving the pool
+        # (cordoned, tainted, out of the selector: promotable).
+        troubled = draft.suspect_nodes | refusing_nodes(draft).keys() | blocked_nodes(draft).keys()
         spare = sorted(
             nearest_first(promotable(draft), draft.held(NodeRole.ACTIVE)),
             key=lambda n: n.name in troubled,

@@ -71,6 +71,27 @@ def foreign_blocking(node: NodeInfo, tolerations: Sequence[Toleration]) -> list[
     ]
 
 
+def condition_blocking(node: NodeInfo, tolerations: Sequence[Toleration]) -> list[Taint]:
+    """The untolerated taints the node controllers derived from a condition of the node but
+    its readiness and a cordon: memory, disk or PID pressure, network unavailable. The
+    scheduler leaves a worker Pending on a node with one until the condition passes (a
+    worker already running there runs on)."""
+    return [
+        t
+        for t in untolerated(node, tolerations)
+        if t.key.startswith(CONDITION_TAINTS) and t.key not in _READINESS_TAINTS
+    ]
+
+
+_READINESS_TAINTS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/unschedulable",
+    }
+)
+
+
 def of_pod_spec(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
     """The tolerations of a pod spec (the phase's template merged over the job's)."""
     found: Iterable[Any] = spec.get("tolerations") or ()
