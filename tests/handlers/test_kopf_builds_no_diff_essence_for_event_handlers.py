@@ -10,7 +10,7 @@ import kopf
 
 from phased.core.settings import Settings
 from phased.handlers import NoEssence, build_registry
-from tests.handlers.test_kopf_watches_only_our_pods_and_no_nodes import _started
+from tests.handlers.startup import started
 
 
 def _registry() -> kopf.OperatorRegistry:
@@ -25,7 +25,7 @@ def test_the_registry_has_event_handlers_only() -> None:
 
 
 def test_start_up_installs_the_diff_base_that_builds_no_essence() -> None:
-    storage = _started(Settings()).persistence.diffbase_storage
+    storage = started(Settings()).persistence.diffbase_storage
     assert isinstance(storage, NoEssence)
     body: dict[str, Any] = {
         "apiVersion": "phased.dev/v1alpha1",
