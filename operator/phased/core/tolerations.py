@@ -22,8 +22,17 @@ from phased.core.model import NodeInfo, Taint
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 # Taints the node controllers derive from conditions (not-ready, unreachable, pressure,
 # unschedulable for a cordon): they come and go with the node's health, which failure
-# handling judges, and are no one's decision about the node.
+# handling and the placement of new workers judge (:func:`condition_blocking`), and are no
+# one's decision about the node.
 CONDITION_TAINTS = "node.kubernetes.io/"
+# Of those, the ones readiness and a cordon answer (failure handling, the pool's leaving rules).
+_READINESS_TAINTS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/unschedulable",
+    }
+)
 # Taints an autoscaler puts on a node it is about to delete (drain, then delete): the cluster
 # autoscaler's, Karpenter's (v1), and Karpenter's before v1. No toleration keeps the node.
 DELETION_TAINTS = frozenset(
@@ -81,15 +90,6 @@ def condition_blocking(node: NodeInfo, tolerations: Sequence[Toleration]) -> lis
         for t in untolerated(node, tolerations)
         if t.key.startswith(CONDITION_TAINTS) and t.key not in _READINESS_TAINTS
     ]
-
-
-_READINESS_TAINTS = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.kubernetes.io/unschedulable",
-    }
-)
 
 
 def of_pod_spec(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
