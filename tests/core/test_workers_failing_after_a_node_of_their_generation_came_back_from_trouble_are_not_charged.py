@@ -117,3 +117,37 @@ def test_with_no_trouble_a_failure_is_the_codes() -> None:
     _fail(cluster)
     assert cluster.status.restarts == 1
     assert cluster.status.worker_restarts == 1
+
+
+def test_a_trouble_that_began_after_the_workers_ended_excuses_nothing() -> None:
+    """The workers fail by their code, then a node blips and is back before any pass looks
+    (an operator away meanwhile): the trouble, first seen Ready again after the workers'
+    ends, came after the failure and is no cause of it."""
+    cluster = _cluster()
+    ended = cluster.now
+    for name, p in cluster.pods.items():
+        if p.phase == PodPhase.RUNNING and p.node_name != "n1":
+            cluster.pods[name] = replace(p, phase=PodPhase.FAILED, exit_code=1, finished=ended)
+    cluster.advance(20)
+    cluster.nodes["n1"] = with_ready(cluster.nodes["n1"], True, cluster.now)  # was down unseen
+    cluster.advance(5)
+    cluster.settle()
+    assert [t.node for t in cluster.status.troubles] == ["n1"]
+    assert cluster.status.restarts == 1
+    assert cluster.status.worker_restarts == 1
+
+
+def test_a_trouble_that_began_before_the_workers_ended_excuses_them() -> None:
+    cluster = _cluster()
+    cluster.advance(5)
+    cluster.nodes["n1"] = with_ready(cluster.nodes["n1"], True, cluster.now)  # was down unseen
+    cluster.advance(600)
+    for name, p in cluster.pods.items():
+        if p.phase == PodPhase.RUNNING and p.node_name != "n1":
+            cluster.pods[name] = replace(
+                p, phase=PodPhase.FAILED, exit_code=1, finished=cluster.now
+            )
+    cluster.advance(1)
+    cluster.settle()
+    assert cluster.status.restarts == 1
+    assert cluster.status.worker_restarts == 0

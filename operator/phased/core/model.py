@@ -127,6 +127,9 @@ class PodInfo:
     # When the pod's last container started (the latest ``state.running.startedAt`` of its
     # containers, as the kubelet wrote it); None when no container says it runs.
     running_since: datetime | None = None
+    # When the ``worker`` container ended (its ``state.terminated.finishedAt``); None while it
+    # runs, or when the kubelet did not say.
+    finished: datetime | None = None
     exit_code: int | None = None
     reason: str = ""
     # The ``worker`` container has ended (``phase`` is then what it ended as) while another

@@ -1394,10 +1394,12 @@ def _troubles_beside(draft: Draft, losses: Losses, pods: list[PodInfo]) -> dict[
     """The nodes of the generation that were in trouble while the workers that failed ran
     and are healthy again, with when the trouble began: a failed worker's own node, healthy
     again since the worker was created (:func:`_ended_with_its_node`), and a node the
-    generation's workers are on whose trouble began after a failed worker was created and
-    has restarted no worker yet (``status.troubles``, kept while flap detection is on: the
-    workers lived through it so far, and their collective with the worker there broke with
-    it, to fail at its timeout once the node was back). Each such trouble excuses one
+    generation's workers are on whose trouble began after a failed worker was created (and
+    before the last of them ended, when their ends are known: one that began later, an
+    operator away meanwhile, came after the failure and is no cause of it) and has restarted
+    no worker yet (``status.troubles``, kept while flap detection is on: the workers lived
+    through it so far, and their collective with the worker there broke with it, to fail at
+    its timeout once the node was back). Each such trouble excuses one
     restart: the restart marks it (:func:`_blame_troubles`), and it counts towards the node's
     flapping."""
     found = {
@@ -1409,9 +1411,13 @@ def _troubles_beside(draft: Draft, losses: Losses, pods: list[PodInfo]) -> dict[
     if not created:
         return found
     first, bound = min(created), _bound(pods)
+    ends = [p.finished for p in losses.failed]
+    last = max(e for e in ends if e is not None) if None not in ends else None
     for entry in draft.status.troubles:
         since = parse_time(entry.since)
-        if entry.node in bound and not entry.restarted and since is not None and since >= first:
+        if entry.node not in bound or entry.restarted or since is None or since < first:
+            continue
+        if last is None or since <= last:
             found.setdefault(entry.node, since)
     return found
 

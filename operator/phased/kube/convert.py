@@ -109,6 +109,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
     except ValueError:
         phase = PodPhase.UNKNOWN
     exit_code: int | None = None
+    finished: datetime | None = None
     reason = str(status.get("reason") or "")
     statuses = [cs for cs in status.get("containerStatuses") or [] if isinstance(cs, dict)]
     # The worker container's ending first: a sidecar's is not the worker's.
@@ -118,6 +119,8 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         if terminated:
             exit_code = terminated.get("exitCode")
             reason = str(terminated.get("reason") or reason)
+            if cs.get("name") == WORKER_CONTAINER:
+                finished = parse_time(terminated.get("finishedAt"))
             break
     phase, lingering = _worker_ended(phase, statuses)
     rejected = phase == PodPhase.FAILED and str(status.get("message") or "").startswith(_REJECTED)
@@ -139,6 +142,7 @@ def pod_from_raw(raw: dict[str, Any]) -> PodInfo:
         started=parse_time(status.get("startTime")),
         running_since=_running_since(status),
         exit_code=exit_code,
+        finished=finished,
         reason=reason,
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
