@@ -1,8 +1,9 @@
 """Node failure on the real cluster, beyond the single NotReady node: lost GPUs on a Ready
 node, two nodes failing at once, no spare left, a rack failing en masse (the breaker holds
 it until it recovers or a person says proceed), a
-deleted node, an operator killed in the middle of a swap, and a worker its node's kubelet
-evicted under memory pressure."""
+deleted node, an operator killed in the middle of a swap, a worker its node's kubelet
+evicted under memory pressure, and a node the node lifecycle controller tainted for memory
+pressure."""
 
 from __future__ import annotations
 
@@ -443,34 +444,41 @@ def test_a_preemptible_spare_lends_itself_and_is_cleared_on_promotion(
     assert "phased.dev/pool" in taints and "phased.dev/spare" not in taints, taints
 
 
-def evict_as_the_kubelet_does(core: Any, namespace: str, pod: Any) -> None:
-    """Write the status a kubelet writes for a worker it evicted under memory pressure: the
-    ``DisruptionTarget`` condition, the pod Failed with reason ``Evicted``, the container
-    killed (137)."""
+def end_as_the_kubelet_does(
+    core: Any, namespace: str, pod: Any, exit_code: int, **status: Any
+) -> None:
+    """Write the status a kubelet writes for a worker whose container ended with
+    ``exit_code``: the pod Failed, not Ready, and ``status`` (a reason, more conditions)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    said = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi."
-    terminated = {"exitCode": 137, "reason": "Error", "startedAt": now, "finishedAt": now}
+    terminated = {"exitCode": exit_code, "reason": "Error", "startedAt": now, "finishedAt": now}
+    conditions = [*status.pop("conditions", []), {"type": "Ready", "status": "False"}]
     body = {
         "status": {
             "phase": "Failed",
-            "reason": "Evicted",
-            "message": said,
-            "conditions": [
-                {
-                    "type": "DisruptionTarget",
-                    "status": "True",
-                    "reason": "TerminationByKubelet",
-                    "message": said,
-                    "lastTransitionTime": now,
-                },
-                {"type": "Ready", "status": "False", "lastTransitionTime": now},
-            ],
+            **status,
+            "conditions": [{**c, "lastTransitionTime": now} for c in conditions],
             "containerStatuses": [
                 {"name": "worker", "state": {"running": None, "terminated": terminated}}
             ],
         }
     }
     core.patch_namespaced_pod_status(pod.metadata.name, namespace, body)
+
+
+def evict_as_the_kubelet_does(core: Any, namespace: str, pod: Any) -> None:
+    """The status a kubelet writes for a worker it evicted under memory pressure: the
+    ``DisruptionTarget`` condition, the pod Failed with reason ``Evicted``, the container
+    killed (137)."""
+    said = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi."
+    target = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "TerminationByKubelet",
+        "message": said,
+    }
+    end_as_the_kubelet_does(
+        core, namespace, pod, 137, reason="Evicted", message=said, conditions=[target]
+    )
 
 
 def test_a_worker_its_node_evicted_moves_to_the_spare_uncharged(
@@ -494,4 +502,30 @@ def test_a_worker_its_node_evicted_moves_to_the_spare_uncharged(
     assert st.get("workerRestarts", 0) == 0
     assert victim in st["pool"]["spares"] and victim not in st["pool"]["active"]
     assert st["phases"][0].get("nodeDisruptions") == 1
+    assert "TroubledNodeSwapped" in job_events(kubectl, namespace, name)
+
+
+def test_a_node_under_memory_pressure_takes_no_new_worker_while_a_spare_is_healthy(
+    running: Any, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any
+) -> None:
+    """The node lifecycle controller taints a node whose MemoryPressure condition is True;
+    a worker failing elsewhere restarts the gang, and the node under pressure trades places
+    with the healthy spare before the new generation is made."""
+    name, uid, st = running(long_job("pressure", 3, 1, restartBudget=5))
+    first, _, pressed = sorted(st["pool"]["active"])
+    lib.set_gpu_fault(core, sim_node(pressed), condition="MemoryPressure")
+    lib.wait_for_taint(core, pressed, ["node.kubernetes.io/memory-pressure"])
+    pod = next(p for p in live_workers(core, namespace, uid) if p.spec.node_name == first)
+    end_as_the_kubelet_does(core, namespace, pod, 1)
+
+    def moved() -> dict[str, Any] | None:
+        s = status(kubectl, namespace, name)
+        workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"]
+        on = {p.spec.node_name for p in workers}
+        active = set((s.get("pool") or {}).get("active", []))
+        return s if s.get("restarts") == 1 and len(on) == 3 and on == active else None
+
+    st = lib.wait_until(moved, 90, message="the gang running again off the node under pressure")
+    assert pressed in st["pool"]["spares"] and pressed not in st["pool"]["active"]
+    assert not ledger_for(st, pressed)  # nothing failed: no quarantine, no ledger entry
     assert "TroubledNodeSwapped" in job_events(kubectl, namespace, name)
