@@ -481,6 +481,22 @@ def evict_as_the_kubelet_does(core: Any, namespace: str, pod: Any) -> None:
     )
 
 
+def restarted_once_on_its_pool(
+    kubectl: lib.Kubectl, core: Any, namespace: str, name: str, uid: str, size: int, why: str
+) -> dict[str, Any]:
+    """The job's status once it has restarted once and its ``size`` workers run again, on
+    exactly the active nodes its status names."""
+
+    def again() -> dict[str, Any] | None:
+        s = status(kubectl, namespace, name)
+        workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"]
+        on = {p.spec.node_name for p in workers}
+        active = set((s.get("pool") or {}).get("active", []))
+        return s if s.get("restarts") == 1 and len(on) == size and on == active else None
+
+    return dict(lib.wait_until(again, 90, message=f"the gang running again {why}"))
+
+
 def test_a_worker_its_node_evicted_moves_to_the_spare_uncharged(
     running: Any, kubectl: lib.Kubectl, core: Any, namespace: str
 ) -> None:
@@ -490,14 +506,7 @@ def test_a_worker_its_node_evicted_moves_to_the_spare_uncharged(
     pod = next(p for p in live_workers(core, namespace, uid) if p.spec.node_name == victim)
     evict_as_the_kubelet_does(core, namespace, pod)
 
-    def moved() -> dict[str, Any] | None:
-        s = status(kubectl, namespace, name)
-        workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"]
-        on = {p.spec.node_name for p in workers}
-        active = set((s.get("pool") or {}).get("active", []))
-        return s if s.get("restarts") == 1 and len(on) == 3 and on == active else None
-
-    st = lib.wait_until(moved, 90, message="the gang running again without the evicting node")
+    st = restarted_once_on_its_pool(kubectl, core, namespace, name, uid, 3, "off the evicting node")
     assert st["state"] == "Running"
     assert st.get("workerRestarts", 0) == 0
     assert victim in st["pool"]["spares"] and victim not in st["pool"]["active"]
@@ -518,14 +527,7 @@ def test_a_node_under_memory_pressure_takes_no_new_worker_while_a_spare_is_healt
     pod = next(p for p in live_workers(core, namespace, uid) if p.spec.node_name == first)
     end_as_the_kubelet_does(core, namespace, pod, 1)
 
-    def moved() -> dict[str, Any] | None:
-        s = status(kubectl, namespace, name)
-        workers = [p for p in live_workers(core, namespace, uid) if p.status.phase == "Running"]
-        on = {p.spec.node_name for p in workers}
-        active = set((s.get("pool") or {}).get("active", []))
-        return s if s.get("restarts") == 1 and len(on) == 3 and on == active else None
-
-    st = lib.wait_until(moved, 90, message="the gang running again off the node under pressure")
+    st = restarted_once_on_its_pool(kubectl, core, namespace, name, uid, 3, "off the pressed node")
     assert pressed in st["pool"]["spares"] and pressed not in st["pool"]["active"]
     assert not ledger_for(st, pressed)  # nothing failed: no quarantine, no ledger entry
     assert "TroubledNodeSwapped" in job_events(kubectl, namespace, name)

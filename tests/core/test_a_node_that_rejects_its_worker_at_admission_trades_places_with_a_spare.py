@@ -13,52 +13,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from phased.api.v1alpha1 import JobState, NodeRole
-from phased.core.model import EmitEvent, PodPhase
-from tests.core.builders import Cluster, node, of_type, phase, spec
+from phased.core.model import PodInfo, PodPhase
+from tests.core.refusing import Refusing, gang
 
 REASON = "UnexpectedAdmissionError"
 
 
-class Rejecting:
-    """The cluster, with one node whose kubelet rejects every worker placed on it: the node
-    of the first worker of ``rank`` placed."""
-
-    def __init__(self, cluster: Cluster, rank: int) -> None:
-        self.cluster = cluster
-        self.rank = rank
-        self.bad: str | None = None
-        self.events: list[str] = []
-
-    def step(self) -> None:
-        plan = self.cluster.step()
-        self.events += [f"{e.reason}: {e.message}" for e in of_type(plan, EmitEvent)]
-        pods = self.cluster.pods
-        if self.bad is None:
-            self.bad = next((p.node_name for p in pods.values() if p.rank == self.rank), None)
-        for name, p in pods.items():
-            if p.node_name == self.bad and p.phase == PodPhase.RUNNING:
-                pods[name] = replace(
-                    p, phase=PodPhase.FAILED, rejected=True, reason=REASON, running_since=None
-                )
-        self.cluster.advance(1)
-
-    def run(self, steps: int) -> None:
-        for _ in range(steps):
-            self.step()
-
-
-def _cluster(spares: int, **policy: object) -> Cluster:
-    the_spec = spec(
-        phase("train", 3, 3),
-        spares=spares,
-        failurePolicy={"restartBudget": 0, **policy},
-        launcher={"type": "Torchrun", "rendezvous": "C10d"},
-    )
-    return Cluster(the_spec, {f"n{i}": node(f"n{i}") for i in range(3 + spares)})
+def _rejected(pod: PodInfo) -> PodInfo:
+    return replace(pod, phase=PodPhase.FAILED, rejected=True, reason=REASON, running_since=None)
 
 
 def test_a_gang_rejected_on_one_node_starts_again_without_it_uncharged() -> None:
-    job = Rejecting(_cluster(spares=1), rank=1)
+    job = Refusing(gang(spares=1), rank=1, refuse=_rejected)
     job.run(12)
     cluster = job.cluster
     assert cluster.status.state == JobState.RUNNING, cluster.status.message
@@ -73,7 +39,7 @@ def test_a_gang_rejected_on_one_node_starts_again_without_it_uncharged() -> None
 
 
 def test_a_rank_rejected_on_its_node_is_replaced_alone_on_the_spare_uncharged() -> None:
-    job = Rejecting(_cluster(spares=1, restartScope="Worker"), rank=1)
+    job = Refusing(gang(spares=1, restartScope="Worker"), rank=1, refuse=_rejected)
     job.run(12)
     cluster = job.cluster
     assert cluster.status.state == JobState.RUNNING, cluster.status.message
@@ -86,7 +52,7 @@ def test_a_rank_rejected_on_its_node_is_replaced_alone_on_the_spare_uncharged() 
 
 
 def test_with_no_spare_to_take_its_place_a_rejecting_node_spends_the_budget() -> None:
-    job = Rejecting(_cluster(spares=0), rank=1)
+    job = Refusing(gang(spares=0), rank=1, refuse=_rejected)
     job.run(12)
     cluster = job.cluster
     assert cluster.status.state == JobState.FAILED
@@ -98,14 +64,12 @@ def test_nodes_that_all_reject_are_excused_once_a_spare_then_charged() -> None:
     healthy again once its rejected pod is gone, so the swaps could go round for ever. The
     phase is excused as many restarts as it has spares, then rejections are charged and the
     budget ends it."""
-    cluster = _cluster(spares=4, restartBudget=3)
+    cluster = gang(spares=4, restartBudget=3)
     for _ in range(200):
         cluster.step()
         for name, p in cluster.pods.items():
             if p.rank == 1 and p.phase == PodPhase.RUNNING:
-                cluster.pods[name] = replace(
-                    p, phase=PodPhase.FAILED, rejected=True, reason=REASON, running_since=None
-                )
+                cluster.pods[name] = _rejected(p)
         cluster.advance(1)
         if cluster.status.state == JobState.FAILED:
             break

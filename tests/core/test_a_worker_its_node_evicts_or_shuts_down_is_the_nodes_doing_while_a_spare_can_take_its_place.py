@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from phased.api.v1alpha1 import JobState, NodeRole
-from phased.core.model import EmitEvent, PodInfo, PodPhase
-from tests.core.builders import Cluster, node, of_type, phase, spec, with_ready
+from phased.core.model import PodInfo, PodPhase
+from tests.core.builders import with_ready
+from tests.core.refusing import Refusing, gang
 
 SAID = "TerminationByKubelet: The node was low on resource: memory."
 
@@ -23,44 +24,8 @@ def _evicted(pod: PodInfo) -> PodInfo:
     return replace(pod, phase=PodPhase.FAILED, exit_code=137, reason="Error", disruption=SAID)
 
 
-class Evicting:
-    """The cluster, with one node whose kubelet evicts every worker running on it: the node
-    of the first worker of ``rank`` placed."""
-
-    def __init__(self, cluster: Cluster, rank: int) -> None:
-        self.cluster = cluster
-        self.rank = rank
-        self.bad: str | None = None
-        self.events: list[str] = []
-
-    def step(self) -> None:
-        plan = self.cluster.step()
-        self.events += [f"{e.reason}: {e.message}" for e in of_type(plan, EmitEvent)]
-        pods = self.cluster.pods
-        if self.bad is None:
-            self.bad = next((p.node_name for p in pods.values() if p.rank == self.rank), None)
-        for name, p in pods.items():
-            if p.node_name == self.bad and p.phase == PodPhase.RUNNING:
-                pods[name] = _evicted(p)
-        self.cluster.advance(1)
-
-    def run(self, steps: int) -> None:
-        for _ in range(steps):
-            self.step()
-
-
-def _cluster(spares: int, **policy: object) -> Cluster:
-    the_spec = spec(
-        phase("train", 3, 3),
-        spares=spares,
-        failurePolicy={"restartBudget": 0, **policy},
-        launcher={"type": "Torchrun", "rendezvous": "C10d"},
-    )
-    return Cluster(the_spec, {f"n{i}": node(f"n{i}") for i in range(3 + spares)})
-
-
 def test_a_gang_whose_worker_its_node_evicted_starts_again_without_it_uncharged() -> None:
-    job = Evicting(_cluster(spares=1), rank=1)
+    job = Refusing(gang(spares=1), rank=1, refuse=_evicted)
     job.run(12)
     cluster = job.cluster
     assert cluster.status.state == JobState.RUNNING, cluster.status.message
@@ -78,7 +43,7 @@ def test_a_gang_whose_worker_its_node_evicted_starts_again_without_it_uncharged(
 
 
 def test_a_rank_its_node_evicted_is_replaced_alone_on_the_spare_uncharged() -> None:
-    job = Evicting(_cluster(spares=1, restartScope="Worker"), rank=1)
+    job = Refusing(gang(spares=1, restartScope="Worker"), rank=1, refuse=_evicted)
     job.run(12)
     cluster = job.cluster
     assert cluster.status.state == JobState.RUNNING, cluster.status.message
@@ -90,7 +55,7 @@ def test_a_rank_its_node_evicted_is_replaced_alone_on_the_spare_uncharged() -> N
 
 
 def test_with_no_spare_to_take_its_place_an_evicting_node_spends_the_budget() -> None:
-    job = Evicting(_cluster(spares=0), rank=1)
+    job = Refusing(gang(spares=0), rank=1, refuse=_evicted)
     job.run(12)
     cluster = job.cluster
     assert cluster.status.state == JobState.FAILED
@@ -99,7 +64,7 @@ def test_with_no_spare_to_take_its_place_an_evicting_node_spends_the_budget() ->
 
 
 def test_a_worker_evicted_wherever_it_goes_is_excused_once_a_spare_then_charged() -> None:
-    cluster = _cluster(spares=3, restartBudget=2)
+    cluster = gang(spares=3, restartBudget=2)
     for _ in range(200):
         cluster.step()
         for name, p in cluster.pods.items():
@@ -116,7 +81,7 @@ def test_a_worker_evicted_wherever_it_goes_is_excused_once_a_spare_then_charged(
 
 def test_a_worker_that_exits_on_its_own_is_still_its_codes_failure() -> None:
     """The same exit code with no word from the kubelet: the code's failure, charged."""
-    cluster = _cluster(spares=1)
+    cluster = gang(spares=1)
     for _ in range(12):
         cluster.step()
         for name, p in cluster.pods.items():
@@ -131,7 +96,7 @@ def test_a_stop_another_excuse_covers_uses_up_none_of_its_kind() -> None:
     """A node of the gang is NotReady within its grace while another node stops its worker:
     the restart is excused by the node in trouble already, so ``nodeDisruptions`` keeps its
     count for a stop that only the kubelet's word could excuse."""
-    cluster = _cluster(spares=1)
+    cluster = gang(spares=1)
     cluster.settle()
     troubled = next(p for p in cluster.pods.values() if p.rank == 0).node_name or ""
     cluster.nodes[troubled] = with_ready(cluster.nodes[troubled], False, cluster.now)
