@@ -52,6 +52,7 @@ from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_qua
 from phased.core.reports import Report, ReportStore, merge
 from phased.core.settings import Settings
 from phased.core.times import format_time
+from phased.core.tolerations import Toleration, of_pod_spec, untolerated
 from phased.kube.convert import checkpoint_fields
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -258,6 +259,8 @@ class Cluster:
     secret: bool = False  # the report Secret was ensured (as the reconciler remembers)
     claim: bool = False
     annotations: dict[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
+    # Each worker's tolerations, from the manifest it was created with (the scheduler's).
+    tolerations: dict[str, tuple[Toleration, ...]] = field(default_factory=dict)
     # Others' pods bound to nodes (node -> pods): listed, as the reconciler lists them, for
     # the job's nodes being cleared; a node with one that stays takes no worker.
     guests: dict[str, list[NodePod]] = field(default_factory=dict)
@@ -367,6 +370,7 @@ class Cluster:
                 controller=owner["uid"],
                 **checkpoint_fields(action.manifest["spec"]),
             )
+            self.tolerations[meta["name"]] = of_pod_spec(action.manifest["spec"])
         elif isinstance(action, DeletePod):
             self.pods.pop(action.name, None)
         elif isinstance(action, EvictPod):
@@ -397,8 +401,8 @@ class Cluster:
         self.reports = merge(self.reports, report)
 
     def schedule(self) -> None:
-        """Pending pods go to free, Ready, uncordoned active nodes of the job and start
-        Running (their containers start now)."""
+        """Pending pods go to free, Ready, uncordoned active nodes of the job with no taint
+        they do not tolerate, and start Running (their containers start now)."""
         busy = {
             p.node_name for p in self.pods.values() if p.node_name and p.phase == PodPhase.RUNNING
         }
@@ -409,7 +413,8 @@ class Cluster:
                 continue
             for n in sorted(self.nodes.values(), key=lambda x: x.name):
                 active = n.owner_uid == self.job.uid and n.role == NodeRole.ACTIVE
-                if active and n.ready and not n.unschedulable and n.name not in busy:
+                fits = not untolerated(n, self.tolerations.get(name, ()))
+                if active and fits and n.ready and not n.unschedulable and n.name not in busy:
                     self.pods[name] = replace(
                         p, node_name=n.name, phase=PodPhase.RUNNING, running_since=self.now
                     )

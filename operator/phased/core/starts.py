@@ -34,9 +34,11 @@ of the generation is Pending.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import NodeRole
+from phased.core import conditions as conds
 from phased.core.conditions import ConditionType
 from phased.core.draft import WARNING, Draft
 from phased.core.failure import healthy_since
@@ -51,6 +53,7 @@ from phased.core.phases import (
 )
 from phased.core.pools import gpu_resource
 from phased.core.recovery import gang_restart, made_before_edit, rejoinable, replace_ranks
+from phased.core.tolerations import condition_blocking, condition_passed
 
 
 def _why(pod: PodInfo) -> str:
@@ -58,11 +61,23 @@ def _why(pod: PodInfo) -> str:
     return f"{pod.name}: {reason}" + (f" ({pod.waiting_message})" if pod.waiting_message else "")
 
 
-def _places(draft: Draft) -> tuple[bool, datetime | None]:
+class _Places(NamedTuple):
+    """The places a worker not placed yet waits for (:func:`_places`)."""
+
+    troubled: bool  # one is not Ready, a suspect, or held by the breaker (deleted or not)
+    blocked: dict[str, str]  # the Ready ones under a condition taint, with its keys
+    back: datetime | None  # the latest time one of them was healthy again
+
+
+def _places(draft: Draft) -> _Places:
     """The places a worker not placed yet waits for: the job's active nodes no worker of the
     running generation is on. Whether one of them is in trouble (not Ready, a suspect, or
-    held by the breaker, which keeps its place even once the node is deleted), and the latest
-    time one of the others was healthy again (:func:`phased.core.failure.healthy_since`)."""
+    held by the breaker, which keeps its place even once the node is deleted), which are
+    Ready but under a condition taint the workers do not tolerate (memory, disk or PID
+    pressure, network unavailable: :func:`phased.core.tolerations.condition_blocking`), and
+    the latest time one of them was healthy again
+    (:func:`phased.core.failure.healthy_since`) or its condition passed
+    (:func:`phased.core.tolerations.condition_passed`)."""
     policy = draft.spec.failure_policy
     resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
     held_back = draft.suspect_nodes | draft.breaker_nodes
@@ -74,25 +89,36 @@ def _places(draft: Draft) -> tuple[bool, datetime | None]:
         for h in draft.status.breaker.held
     )
     troubled = gone or any(not n.ready or n.name in held_back for n in free)
+    tolerations = draft.tolerations
+    blocked = {
+        n.name: ", ".join(sorted({f"{t.key}:{t.effect}" for t in taints}))
+        for n in free
+        if n.ready and (taints := condition_blocking(n, tolerations))
+    }
     back = [
-        since
+        max(since, condition_passed(n) or since)
         for n in free
         if (since := healthy_since(n, policy, resource, draft.phase.gpus_per_node)) is not None
     ]
-    return troubled, max(back, default=None)
+    return _Places(troubled, blocked, max(back, default=None))
 
 
-def stuck_workers(draft: Draft) -> list[PodInfo]:
-    """The generation's workers Pending past the grace (and ask to look again at the next).
+def _waiting(draft: Draft) -> tuple[list[PodInfo], list[PodInfo]]:
+    """The generation's Pending workers past the grace: those stuck, and those not placed
+    yet that wait for a place under a condition taint (and ask to look again at the next).
 
-    A worker not placed yet is not stuck while a place it waits for is in trouble
-    (:func:`_places`), and its grace runs from when one was healthy again, if that was after
-    it was made: it could not be placed meanwhile."""
+    A worker not placed yet is not stuck while a place it waits for is in trouble, nor while
+    it waits for one under a condition taint (:func:`_places`) — unless more wait than
+    there are such places, so that a place free of trouble did not take one either: the
+    scheduler has nowhere else to put it, and nothing of the worker's keeps it out. Its
+    grace runs from when one was healthy again, if that was after it was made: it could not
+    be placed meanwhile."""
     grace = parse_duration(draft.spec.failure_policy.pending_grace)
     held_back = draft.suspect_nodes | draft.breaker_nodes
     deleted = draft.deleted_pods()
-    waiting, back = _places(draft)
+    places = _places(draft)
     stuck: list[PodInfo] = []
+    blocked: list[PodInfo] = []
     for pod in live(generation_pods(draft)):
         if pod.phase != PodPhase.PENDING or pod.name in deleted or pod.created is None:
             continue
@@ -101,16 +127,26 @@ def stuck_workers(draft: Draft) -> list[PodInfo]:
             node = draft.nodes.get(pod.node_name)
             if node is None or not node.ready or pod.node_name in held_back:
                 continue
-        elif waiting:
+        elif places.troubled:
             continue
-        elif back is not None:
-            since = max(since, back)
+        elif places.back is not None:
+            since = max(since, places.back)
         left = grace - (draft.now - since).total_seconds()
         if left > 0:
             draft.later(left)
-            continue
-        stuck.append(pod)
-    return sorted(stuck, key=lambda p: p.name)
+        elif pod.node_name is None and places.blocked:
+            blocked.append(pod)
+        else:
+            stuck.append(pod)
+    if len(blocked) > len(places.blocked):  # some would have gone to a place not blocked
+        stuck, blocked = stuck + blocked, []
+    return sorted(stuck, key=lambda p: p.name), sorted(blocked, key=lambda p: p.name)
+
+
+def stuck_workers(draft: Draft) -> list[PodInfo]:
+    """The generation's workers Pending past the grace, not waiting for a place in trouble
+    or under a condition taint (:func:`_waiting`)."""
+    return _waiting(draft)[0]
 
 
 def _unstarted_before_edit(draft: Draft) -> list[PodInfo]:
@@ -139,6 +175,37 @@ def _all_started(draft: Draft, pods: list[PodInfo]) -> bool:
     return world > 0 and all(rank in started for rank in range(world))
 
 
+def _say_blocked(draft: Draft, waiting: list[PodInfo]) -> None:
+    """Workers waiting past the grace for places under a condition taint, with no healthy
+    spare to trade them for: no failed start (the node's trouble, not the worker's), but
+    ``WorkersPending`` says so (one Warning event ``WorkersWaitingOnNodeCondition``)."""
+    blocked = sorted(_places(draft).blocked.items())
+    places = ", ".join(f"{name} ({taints})" for name, taints in blocked)
+    shown = ", ".join(p.name for p in waiting[:5]) + (
+        f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+    )
+    _pending(
+        draft,
+        "NodeCondition",
+        f"{len(waiting)} worker(s) of phase {draft.phase.name} still Pending after "
+        f"pendingGrace {draft.spec.failure_policy.pending_grace} ({shown}), waiting for "
+        f"node(s) under a condition the workers do not tolerate: {places}; no healthy spare "
+        "is left to trade places with, and no start retry is spent until it passes",
+        "WorkersWaitingOnNodeCondition",
+    )
+
+
+def _pending(draft: Draft, reason: str, message: str, event_reason: str) -> None:
+    """Turn ``WorkersPending`` True for ``reason``, with one Warning event each time it turns
+    True or its reason changes while True (a wait on a node's condition that becomes a stuck
+    start is news, and so is the reverse)."""
+    old = conds.find(draft.conditions, ConditionType.WORKERS_PENDING)
+    moved = old is not None and old.status == "True" and old.reason != reason
+    kind = ConditionType.WORKERS_PENDING
+    if not draft.condition(kind, True, reason, message, WARNING, event_reason) and moved:
+        draft.event(WARNING, event_reason, message)
+
+
 def tend_starts(draft: Draft) -> None:
     """Answer workers stuck Pending: retry the start within ``pendingRestarts``, then fail.
     A generation none of whose workers has started, made before an edit of the phase's
@@ -155,10 +222,12 @@ def tend_starts(draft: Draft) -> None:
             + "): made again from the edit, spending no retry",
         )
         return
-    stuck = stuck_workers(draft)
+    stuck, blocked = _waiting(draft)
     if not stuck:
         pods = live(generation_pods(draft))
-        if not any(p.phase == PodPhase.PENDING for p in pods):
+        if blocked:
+            _say_blocked(draft, blocked)
+        elif not any(p.phase == PodPhase.PENDING for p in pods):
             draft.condition(ConditionType.WORKERS_PENDING, False, "Started", "")
             if draft.record.pending_restarts and _all_started(draft, pods):
                 draft.update_record(pending_restarts=0)
@@ -171,14 +240,7 @@ def tend_starts(draft: Draft) -> None:
         f"{len(stuck)} worker(s) of phase {draft.phase.name} still Pending after "
         f"pendingGrace {policy.pending_grace}: {shown}"
     )
-    draft.condition(
-        ConditionType.WORKERS_PENDING,
-        True,
-        "StuckPending",
-        message,
-        WARNING,
-        event_reason="WorkersStuckPending",
-    )
+    _pending(draft, "StuckPending", message, "WorkersStuckPending")
     used = draft.record.pending_restarts
     edited = all(made_before_edit(draft, p) for p in stuck)
     if used >= policy.pending_restarts and not edited:

@@ -14,6 +14,7 @@ pods tolerate, so it can take no worker, not even one that tolerates every taint
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from phased.core import labels
@@ -33,6 +34,9 @@ _READINESS_TAINTS = frozenset(
         "node.kubernetes.io/unschedulable",
     }
 )
+# The node conditions the node controllers derive a condition taint from (besides readiness):
+# each is True while the trouble lasts (:func:`condition_passed`).
+_TAINTING_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 # Taints an autoscaler puts on a node it is about to delete (drain, then delete): the cluster
 # autoscaler's, Karpenter's (v1), and Karpenter's before v1. No toleration keeps the node.
 DELETION_TAINTS = frozenset(
@@ -90,6 +94,20 @@ def condition_blocking(node: NodeInfo, tolerations: Sequence[Toleration]) -> lis
         for t in untolerated(node, tolerations)
         if t.key.startswith(CONDITION_TAINTS) and t.key not in _READINESS_TAINTS
     ]
+
+
+def condition_passed(node: NodeInfo) -> datetime | None:
+    """When a condition the node controllers taint a node for (pressure, network unavailable)
+    last turned False on ``node``: its taint goes soon after, and a worker left Pending for it
+    is placed then. ``None`` if none has."""
+    return max(
+        (
+            c.last_transition
+            for c in node.conditions
+            if c.type in _TAINTING_CONDITIONS and c.status == "False" and c.last_transition
+        ),
+        default=None,
+    )
 
 
 def of_pod_spec(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
