@@ -531,3 +531,34 @@ def test_a_node_under_memory_pressure_takes_no_new_worker_while_a_spare_is_healt
     assert pressed in st["pool"]["spares"] and pressed not in st["pool"]["active"]
     assert not ledger_for(st, pressed)  # nothing failed: no quarantine, no ledger entry
     assert "TroubledNodeSwapped" in job_events(kubectl, namespace, name)
+
+
+def test_a_worker_waiting_for_a_node_under_pressure_no_spare_covers_is_no_stuck_start(
+    running: Any, kubectl: lib.Kubectl, core: Any, namespace: str, sim_node: Any
+) -> None:
+    """No spare, ``pendingGrace`` 5 s and no start retry: were the wait for the node under
+    pressure judged a stuck start, the job would fail 5 s after its new generation."""
+    job = long_job("pressed", 3, 0, restartBudget=5, pendingGrace="5s", pendingRestarts=0)
+    name, uid, st = running(job)
+    first, _, pressed = sorted(st["pool"]["active"])
+    lib.set_gpu_fault(core, sim_node(pressed), condition="MemoryPressure")
+    lib.wait_for_taint(core, pressed, ["node.kubernetes.io/memory-pressure"])
+    pod = next(p for p in live_workers(core, namespace, uid) if p.spec.node_name == first)
+    end_as_the_kubelet_does(core, namespace, pod, 1)
+
+    def waiting() -> dict[str, Any] | None:
+        s = status(kubectl, namespace, name)
+        said = {c["type"]: c for c in s.get("conditions", [])}.get("WorkersPending", {})
+        on_condition = said.get("status") == "True" and said.get("reason") == "NodeCondition"
+        return s if on_condition or s.get("state") == "Failed" else None
+
+    st = lib.wait_until(waiting, 90, message="the worker waiting for the node under pressure")
+    assert st["state"] != "Failed", st.get("message")
+    assert st["phases"][0].get("pendingRestarts", 0) == 0
+    assert "WorkersWaitingOnNodeCondition" in job_events(kubectl, namespace, name)
+
+    lib.clear_gpu_fault(core, pressed)  # MemoryPressure False, as a kubelet reports it over
+    assert lib.node_condition(core, pressed, "MemoryPressure").status == "False"
+    st = restarted_once_on_its_pool(kubectl, core, namespace, name, uid, 3, "once it passed")
+    assert pressed in st["pool"]["active"]
+    assert st["state"] == "Running" and st.get("workerRestarts") == 1

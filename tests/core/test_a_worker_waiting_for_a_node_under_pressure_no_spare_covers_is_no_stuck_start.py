@@ -101,3 +101,18 @@ def test_more_workers_waiting_than_nodes_under_pressure_is_a_failed_start() -> N
     assert not cluster.held(NodeRole.SPARE)
     cluster.advance(PENDING_GRACE + 1)
     assert "WorkersStuckPending" in events(cluster.decide())
+
+
+def test_placed_as_the_pressure_passed_its_grace_runs_from_then() -> None:
+    cluster = _restarted_beside_a_node_under_pressure()
+    cluster.advance(2 * PENDING_GRACE)
+    cluster.step()
+    _pressure(cluster, "n2", False)
+    waiting = next(p for p in cluster.pods.values() if p.phase == PodPhase.PENDING)
+    cluster.pods[waiting.name] = replace(waiting, node_name="n2")  # placed; not started yet
+    cluster.advance(5)
+    plan = cluster.decide()
+    assert "WorkersStuckPending" not in events(plan)
+    assert cluster.status.state != JobState.FAILED
+    cluster.advance(PENDING_GRACE)
+    assert "WorkersStuckPending" in events(cluster.decide())

@@ -42,7 +42,7 @@ from phased.core import conditions as conds
 from phased.core.conditions import ConditionType
 from phased.core.draft import WARNING, Draft
 from phased.core.failure import healthy_since
-from phased.core.model import DeletePod, PodInfo, PodPhase
+from phased.core.model import DeletePod, NodeInfo, PodInfo, PodPhase
 from phased.core.phases import (
     fail,
     generation_pods,
@@ -78,8 +78,6 @@ def _places(draft: Draft) -> _Places:
     the latest time one of them was healthy again
     (:func:`phased.core.failure.healthy_since`) or its condition passed
     (:func:`phased.core.tolerations.condition_passed`)."""
-    policy = draft.spec.failure_policy
-    resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
     held_back = draft.suspect_nodes | draft.breaker_nodes
     bound = {p.node_name for p in live(generation_pods(draft)) if p.node_name}
     free = [n for n in draft.held(NodeRole.ACTIVE) if n.name not in bound]
@@ -95,12 +93,20 @@ def _places(draft: Draft) -> _Places:
         for n in free
         if n.ready and (taints := condition_blocking(n, tolerations))
     }
-    back = [
-        max(since, condition_passed(n) or since)
-        for n in free
-        if (since := healthy_since(n, policy, resource, draft.phase.gpus_per_node)) is not None
-    ]
+    back = [since for n in free if (since := _healthy_again(draft, n)) is not None]
     return _Places(troubled, blocked, max(back, default=None))
+
+
+def _healthy_again(draft: Draft, node: NodeInfo) -> datetime | None:
+    """When ``node`` was last healthy again (:func:`phased.core.failure.healthy_since`), or
+    a condition it was tainted for passed (:func:`phased.core.tolerations.condition_passed`),
+    whichever is later; ``None`` while it is not healthy."""
+    policy = draft.spec.failure_policy
+    resource = gpu_resource(draft.record.gpu_type or "", draft.settings)
+    since = healthy_since(node, policy, resource, draft.phase.gpus_per_node)
+    if since is None:
+        return None
+    return max(since, condition_passed(node) or since)
 
 
 def _waiting(draft: Draft) -> tuple[list[PodInfo], list[PodInfo]]:
@@ -112,7 +118,9 @@ def _waiting(draft: Draft) -> tuple[list[PodInfo], list[PodInfo]]:
     there are such places, so that a place free of trouble did not take one either: the
     scheduler has nowhere else to put it, and nothing of the worker's keeps it out. Its
     grace runs from when one was healthy again, if that was after it was made: it could not
-    be placed meanwhile."""
+    be placed meanwhile. A worker placed runs its grace from when its node was healthy
+    again, likewise (the scheduler places it as a condition passes; its kubelet starts it
+    after)."""
     grace = parse_duration(draft.spec.failure_policy.pending_grace)
     held_back = draft.suspect_nodes | draft.breaker_nodes
     deleted = draft.deleted_pods()
@@ -127,6 +135,7 @@ def _waiting(draft: Draft) -> tuple[list[PodInfo], list[PodInfo]]:
             node = draft.nodes.get(pod.node_name)
             if node is None or not node.ready or pod.node_name in held_back:
                 continue
+            since = max(since, _healthy_again(draft, node) or since)
         elif places.troubled:
             continue
         elif places.back is not None:
