@@ -8,7 +8,8 @@ them — after each happening every job passes twice, one pass of one job maybe 
 prefix of its actions lands, its status write is lost): a quota in a job's namespace
 refusing its workers past a number, and lifted again (the pool given back after
 ``pendingGrace``); nodes going dark and healing; workers failing; phases completing; time
-passing. After every pass:
+passing; a person moving a job in line (its priority) or changing its spares. After every
+pass:
 
 * no node is held by two jobs (the simulator refuses a claim of a held node) and every
   job's status, once a pass of its own was not cut short, names exactly the nodes labelled
@@ -78,6 +79,9 @@ events = st.one_of(
     st.tuples(st.just("worker_fails"), st.integers(0, 2), st.integers(0, 9)),
     st.tuples(st.just("finish"), st.integers(0, 2)),
     st.tuples(st.just("wait"), st.sampled_from([30, 120, 700])),
+    # A person edits a job's priority (its place in line moves) or its spares.
+    st.tuples(st.just("priority"), st.integers(0, 2), st.sampled_from([0, 5, 10])),
+    st.tuples(st.just("spares"), st.integers(0, 2), st.integers(0, 2)),
 )
 
 
@@ -224,6 +228,13 @@ class Line:
                 cluster.finish_workers(cluster.status.phase)
         elif kind == "wait":
             self.now += timedelta(seconds=step[1])
+        elif kind == "priority":
+            cluster = self.jobs[step[1]]
+            cluster.the_spec = cluster.the_spec.model_copy(update={"priority": step[2]})
+        elif kind == "spares":
+            cluster = self.jobs[step[1]]
+            spares = cluster.the_spec.spares.model_copy(update={"count": step[2]})
+            cluster.the_spec = cluster.the_spec.model_copy(update={"spares": spares})
 
     def drain(self) -> None:
         """Nothing fails any more: every job runs to its end, none overtaking a job ahead."""

@@ -7,9 +7,11 @@ its kubelets), its workers evicted meanwhile or not; the job's whole pool delete
 pods and as many new nodes joining (a node pool recreated); GPUs vanishing from allocatable
 and GPU faults coming and going; nodes deleted (with their pods collected or not) and new
 ones joining; workers failing on healthy nodes, or rejected or evicted by their node's
-kubelet; phases completing; time passing; a person's
-proceed — for jobs restarting the gang and for jobs restarting a lost rank alone
-(``restartScope: Worker``). After every pass:
+kubelet; nodes coming under memory pressure (tainted by the node controller) and out of it;
+phases completing; time passing; a person's proceed, or edits a person may make while the
+job runs (spares, the later phases' sizes, the running phase's ``min`` and ``max``, the
+image, the restart budget) — for jobs restarting the gang and for jobs restarting a lost
+rank alone (``restartScope: Worker``). After every pass:
 
 * the status's pool is exactly the nodes labelled as the job's, one role each, and the job
   holds no more than the phase's ``max + spares.count``;
@@ -44,7 +46,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobStatus
+from phased.api.v1alpha1 import JobState, NodeRole, TrainingJobSpec, TrainingJobStatus
 from phased.core import labels
 from phased.core.interruptions import MAX_STOPS
 from phased.core.model import (
@@ -58,6 +60,7 @@ from phased.core.model import (
     QuarantineNode,
     ReleaseNode,
     SetNodeRole,
+    Taint,
     UnquarantineNode,
 )
 from phased.core.quarantine import decode_quarantine
@@ -67,6 +70,18 @@ from tests.core.builders import Cluster, node, phase, spec, with_ready
 BOUNDED = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RACKS = 5
 GPU = "nvidia.com/gpu"
+
+# What a person may edit while the job runs (the CRD refuses the rest): a field of the job
+# dictionary, and the values it may take (the index drawn picks one).
+EDITS: dict[str, tuple[Any, ...]] = {
+    "spares": (0, 1, 2, 3),
+    "train_min": (2, 3, 4, 6),
+    "train_max": (4, 5, 6, 8, 12),
+    "eval_max": (2, 3, 6),
+    "image": ("registry.example/llm:1", "registry.example/llm:2"),
+    "budget": (0, 1, 20),
+}
+PRESSURE = Taint("node.kubernetes.io/memory-pressure", "", "NoSchedule")
 
 events = st.one_of(
     st.tuples(st.just("dark"), st.integers(0, 40)),
@@ -85,6 +100,8 @@ events = st.one_of(
     st.tuples(st.just("proceed")),
     st.tuples(st.just("blackout"), st.booleans()),
     st.tuples(st.just("recreate"), st.booleans()),
+    st.tuples(st.just("pressure"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("edit"), st.sampled_from(sorted(EDITS)), st.integers(0, 8)),
 )
 
 jobs = st.fixed_dictionaries(
@@ -101,6 +118,10 @@ jobs = st.fixed_dictionaries(
 
 def _cluster(job: dict[str, Any]) -> Cluster:
     the_nodes = {f"n{i:02d}": node(f"n{i:02d}", rack=f"r{i % RACKS}") for i in range(job["size"])}
+    return Cluster(_spec(job), the_nodes)
+
+
+def _spec(job: dict[str, Any]) -> TrainingJobSpec:
     policy = {
         "massFailure": {"maxFailedPercent": job["percent"]},
         "nodeReturn": job["return"],
@@ -110,15 +131,16 @@ def _cluster(job: dict[str, Any]) -> Cluster:
     }
     # restartScope Worker needs a launcher a rank restarted alone can rejoin.
     elastic = {"type": "Torchrun", "rendezvous": "C10d"}
-    the_spec = spec(
+    train_min = job.get("train_min", 4)
+    return spec(
         phase("prep", 2, 4),
-        phase("train", 4, 8),
-        phase("eval", 2, 3),
+        phase("train", train_min, max(train_min, job.get("train_max", 8))),
+        phase("eval", 2, job.get("eval_max", 3)),
         spares=job["spares"],
         failurePolicy=policy,
+        template={"image": job.get("image", "registry.example/llm:1"), "command": ["train"]},
         **({"launcher": elastic} if job["scope"] == "Worker" else {}),
     )
-    return Cluster(the_spec, the_nodes)
 
 
 def _pick(cluster: Cluster, index: int) -> str | None:
@@ -131,16 +153,27 @@ def _xid(n: NodeInfo, on: bool, now: Any) -> NodeInfo:
     return replace(n, conditions=(*others, NodeCondition("GPUXidError", str(on), now)))
 
 
+def _pressure(n: NodeInfo, on: bool, now: Any) -> NodeInfo:
+    """The kubelet's MemoryPressure condition, and the taint the node controller derives."""
+    others = tuple(c for c in n.conditions if c.type != "MemoryPressure")
+    taints = tuple(t for t in n.taints if t.key != PRESSURE.key) + ((PRESSURE,) if on else ())
+    cond = NodeCondition("MemoryPressure", str(on), now)
+    return replace(n, conditions=(*others, cond), taints=taints)
+
+
 def _healed(n: NodeInfo, now: Any) -> NodeInfo:
     if not n.ready:
         n = with_ready(n, True, now)
     xid = n.condition("GPUXidError")
     if xid is not None and xid.status == "True":
         n = _xid(n, False, now)
+    if any(t.key == PRESSURE.key for t in n.taints):
+        n = _pressure(n, False, now)
     return replace(n, allocatable={**n.allocatable, GPU: 8})
 
 
-def _happen(cluster: Cluster, event: tuple[Any, ...]) -> None:
+def _happen(cluster: Cluster, event: tuple[Any, ...], job: dict[str, Any] | None = None) -> None:
+    """``event`` happens to the cluster; an edit changes ``job`` and the spec made from it."""
     kind = event[0]
     name = _pick(cluster, event[1]) if len(event) > 1 and isinstance(event[1], int) else None
     now = cluster.now
@@ -210,6 +243,12 @@ def _happen(cluster: Cluster, event: tuple[Any, ...]) -> None:
         cluster.advance(event[1])
     elif kind == "proceed":
         cluster.annotations = {labels.ANNOTATION_PROCEED: format_time(now)}
+    elif kind == "pressure" and name is not None:
+        cluster.nodes[name] = _pressure(cluster.nodes[name], event[2], now)
+    elif kind == "edit" and job is not None:
+        values = EDITS[event[1]]
+        job[event[1]] = values[event[2] % len(values)]
+        cluster.the_spec = _spec(job)
 
 
 def _stop_evicted(cluster: Cluster) -> None:
@@ -365,10 +404,11 @@ WORKER_SCOPE = {
 def test_random_failure_sequences_keep_the_pool_and_the_ledger_whole(
     job: dict[str, Any], happenings: list[tuple[Any, ...]]
 ) -> None:
+    job = dict(job)
     cluster = _cluster(job)
     _pass(cluster)
     for event in happenings:
-        _happen(cluster, event)
+        _happen(cluster, event, job)
         for _ in range(2):
             _pass(cluster)
         if cluster.finished:
