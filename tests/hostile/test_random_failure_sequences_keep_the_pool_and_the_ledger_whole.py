@@ -8,6 +8,8 @@ pods and as many new nodes joining (a node pool recreated); GPUs vanishing from 
 and GPU faults coming and going; nodes deleted (with their pods collected or not) and new
 ones joining; workers failing on healthy nodes, or rejected or evicted by their node's
 kubelet; nodes coming under memory pressure (tainted by the node controller) and out of it;
+a person cordoning or uncordoning a node, tainting it for maintenance or relabelling it
+another GPU product, and undoing it;
 phases completing; time passing; a person's proceed, or edits a person may make while the
 job runs (spares, the later phases' sizes, the running phase's ``min`` and ``max``, the
 image, the restart budget) — for jobs restarting the gang and for jobs restarting a lost
@@ -65,7 +67,7 @@ from phased.core.model import (
 )
 from phased.core.quarantine import decode_quarantine
 from phased.core.times import format_time, parse_time
-from tests.core.builders import Cluster, node, phase, spec, with_ready
+from tests.core.builders import H100_LABELS, H200_LABELS, Cluster, node, phase, spec, with_ready
 
 BOUNDED = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RACKS = 5
@@ -82,6 +84,7 @@ EDITS: dict[str, tuple[Any, ...]] = {
     "budget": (0, 1, 20),
 }
 PRESSURE = Taint("node.kubernetes.io/memory-pressure", "", "NoSchedule")
+MAINTENANCE = Taint("example.com/maintenance", "", "NoSchedule")  # a person's, for good
 
 events = st.one_of(
     st.tuples(st.just("dark"), st.integers(0, 40)),
@@ -102,6 +105,9 @@ events = st.one_of(
     st.tuples(st.just("recreate"), st.booleans()),
     st.tuples(st.just("pressure"), st.integers(0, 40), st.booleans()),
     st.tuples(st.just("edit"), st.sampled_from(sorted(EDITS)), st.integers(0, 8)),
+    st.tuples(st.just("cordon"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("taint"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("relabel"), st.integers(0, 40), st.booleans()),
 )
 
 jobs = st.fixed_dictionaries(
@@ -245,6 +251,16 @@ def _happen(cluster: Cluster, event: tuple[Any, ...], job: dict[str, Any] | None
         cluster.annotations = {labels.ANNOTATION_PROCEED: format_time(now)}
     elif kind == "pressure" and name is not None:
         cluster.nodes[name] = _pressure(cluster.nodes[name], event[2], now)
+    elif kind == "cordon" and name is not None:  # a person's cordon, or uncordon
+        cluster.nodes[name] = replace(cluster.nodes[name], unschedulable=event[2])
+    elif kind == "taint" and name is not None:  # a person's maintenance taint, or its removal
+        n = cluster.nodes[name]
+        kept = tuple(t for t in n.taints if t.key != MAINTENANCE.key)
+        cluster.nodes[name] = replace(n, taints=kept + ((MAINTENANCE,) if event[2] else ()))
+    elif kind == "relabel" and name is not None:  # another GPU product, or back
+        n = cluster.nodes[name]
+        product = H200_LABELS if event[2] else H100_LABELS
+        cluster.nodes[name] = replace(n, labels={**n.labels, **product})
     elif kind == "edit" and job is not None:
         values = EDITS[event[1]]
         job[event[1]] = values[event[2] % len(values)]
