@@ -16,7 +16,8 @@ image, the restart budget) — for jobs restarting the gang and for jobs restart
 rank alone (``restartScope: Worker``). After every pass:
 
 * the status's pool is exactly the nodes labelled as the job's, one role each, and the job
-  holds no more than the phase's ``max + spares.count``;
+  holds no more than the phase's ``max + spares.count`` (besides nodes the breaker holds,
+  never given back unanswered: an edit may lower either while it holds);
 * the ledger loses no entry and changes none's identity; no failure is in it twice; every
   node the job quarantined has its entry; each ``NodeFailed`` event is one new entry;
 * while the breaker holds, nothing is quarantined, promoted, claimed as active or created,
@@ -319,7 +320,11 @@ def _check(cluster: Cluster, before: TrainingJobStatus, plan: Plan) -> None:
     )
     the_phase = cluster.the_spec.phases[status.phase_index]
     cap = the_phase.nodes.max + cluster.the_spec.spares.count
-    assert len(pool.active) + len(pool.spares) <= cap, (pool, the_phase.name)
+    # A node the breaker holds is never given back unanswered, even once an edit of the
+    # spares or of max leaves it beyond what the job can use.
+    held = {h.node for h in status.breaker.held}
+    kept = [n for n in (*pool.active, *pool.spares) if n not in held]
+    assert len(kept) <= cap, (pool, the_phase.name, held)
 
     keys = [(e.node, e.detected) for e in status.failures]
     assert len(set(keys)) == len(keys), keys
