@@ -4,11 +4,16 @@ A worker of the running generation is *stuck* when it is still Pending ``pending
 after it was created and its node, if it has one, is Ready and under no suspicion (a node
 failure is answered by failure handling, not here). One on no node yet waits for the job's
 active nodes no worker of its generation is on: it is not stuck while one of them is in
-trouble (the breaker holding it keeps its place, deleted or not), and its grace runs from
-when one was healthy again, if that was after it was created. Why it waits is read from the pod: a
-container's waiting reason (``ErrImagePull``, ``ImagePullBackOff``,
-``CreateContainerConfigError``, ...) or the scheduler's (``Unschedulable``, with its
-message).
+trouble (the breaker holding it keeps its place, deleted or not), nor while it waits for one
+under a condition taint its workers do not tolerate (memory, disk or PID pressure, network
+unavailable) that no healthy spare was left to trade for — past the grace that wait turns
+``WorkersPending`` True with reason ``NodeCondition`` (one Warning event
+``WorkersWaitingOnNodeCondition``) and spends no retry, unless more workers wait than there
+are such nodes. Its grace runs from when one was healthy again or its condition passed, if
+that was after it was created; a worker placed on a node, from when that node was. Why it
+waits is read from the pod: a container's waiting reason (``ErrImagePull``,
+``ImagePullBackOff``, ``CreateContainerConfigError``, ...) or the scheduler's
+(``Unschedulable``, with its message).
 
 Stuck workers turn ``WorkersPending`` True (one Warning event ``WorkersStuckPending``) and
 are a failed start: the phase retries it ``pendingRestarts`` times in a row (default 1,
