@@ -20,6 +20,7 @@ from phased.core.model import EmitEvent
 from tests.core.builders import Cluster
 from tests.hostile.test_random_failure_sequences_keep_the_pool_and_the_ledger_whole import (
     BOUNDED,
+    WORKER_SCOPE,
     _cluster,
     _happen,
     _pass,
@@ -27,6 +28,8 @@ from tests.hostile.test_random_failure_sequences_keep_the_pool_and_the_ledger_wh
     events,
     jobs,
 )
+
+GANG = {**WORKER_SCOPE, "scope": "Gang"}  # ten nodes, no spare, a budget of one restart
 
 # After each happening, the first pass may be killed, after this share (%) of its actions.
 kills = st.one_of(st.none(), st.integers(0, 100))
@@ -50,40 +53,19 @@ def _killed_pass(cluster: Cluster, cut: int) -> None:
 # it posted its events: the next pass entered the failure from the node's quarantine note
 # and said nothing (no NodeFailed ever).
 @example(
-    job={
-        "size": 10,
-        "spares": 0,
-        "percent": 20,
-        "return": "Quarantine",
-        "budget": 1,
-        "scope": "Gang",
-    },
+    job=GANG,
     happenings=[(("dark", 2), None), (("xid", 0, True), 17)],
 )
 # ... and a pass killed in a gang restart, after some of the workers it stops were deleted:
 # the next one made the deleted ranks again under their old names, beside the survivors.
 @example(
-    job={
-        "size": 10,
-        "spares": 1,
-        "percent": 20,
-        "return": "Quarantine",
-        "budget": 1,
-        "scope": "Gang",
-    },
+    job={**GANG, "spares": 1},
     happenings=[(("flap", 0), None), (("xid", 1, True), 43)],
 )
 # Found once edits were drawn: the spares lowered to 0 in the pass where the spare's grace ran
 # out and the breaker tripped on it: the breaker holds it, and it is kept beyond the spares.
 @example(
-    job={
-        "size": 10,
-        "spares": 1,
-        "percent": 20,
-        "return": "Quarantine",
-        "budget": 1,
-        "scope": "Gang",
-    },
+    job={**GANG, "spares": 1},
     happenings=[
         *[(("dark", 0), None)] * 5,
         *[(("dark", 0), 0)] * 4,
