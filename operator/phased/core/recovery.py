@@ -675,14 +675,29 @@ def _healthy_spares(draft: Draft, rejecting: Collection[str]) -> list[NodeInfo]:
     ]
 
 
+def swap_stalled(draft: Draft, stalled: Mapping[str, str]) -> None:
+    """Active nodes on which a worker of the running generation never started within
+    ``pendingGrace`` while its peers started on other nodes (a failed start, answered by
+    :func:`phased.core.starts.tend_starts`: a sandbox its network plugin could not make, an
+    image its disk or registry mirror could not pull, a volume that would not attach there)
+    trade places with the nearest healthy spares, while one is left, so the retry goes
+    elsewhere: the worker there is stopped by that retry. ``stalled``: node -> what it did.
+    Not while the breaker holds failures (automatic action is paused then)."""
+    if draft.breaker_nodes or not stalled:
+        return
+    troubled = [n for n in draft.held(NodeRole.ACTIVE) if n.name in stalled]
+    _swap_out(draft, troubled, {}, stalled=stalled)
+
+
 def _swap_out(
     draft: Draft,
     troubled: list[NodeInfo],
     rejecting: Mapping[str, str],
     blocked: Mapping[str, str] | None = None,
+    stalled: Mapping[str, str] | None = None,
 ) -> None:
     """Each of the active nodes ``troubled`` trades roles with the nearest healthy spare, while
-    one is left (:func:`keep_troubled_out`)."""
+    one is left (:func:`keep_troubled_out`, :func:`swap_stalled`)."""
     for node in sorted(troubled, key=lambda n: n.name):
         spare = choose_spare(node, _healthy_spares(draft, rejecting), [], draft.tolerations)
         if spare is None:
@@ -700,7 +715,10 @@ def _swap_out(
         draft.roles[node.name] = NodeRole.SPARE
         draft.roles[spare.name] = NodeRole.ACTIVE
         well = node.ready and node.name not in draft.suspect_nodes
-        if well and node.name in rejecting:
+        bound = "no worker is bound to it"
+        if stalled and node.name in stalled:
+            why, bound = stalled[node.name], "the retry stops its worker there"
+        elif well and node.name in rejecting:
             why = rejecting[node.name]
         elif well and blocked and node.name in blocked:
             why = f"carries {blocked[node.name]}, which its workers do not tolerate"
@@ -709,7 +727,7 @@ def _swap_out(
         draft.event(
             NORMAL,
             "TroubledNodeSwapped",
-            f"active node {node.name} {why} and no worker is bound to it: spare {spare.name} "
+            f"active node {node.name} {why} and {bound}: spare {spare.name} "
             f"takes its place in phase {draft.phase.name}"
             + (f" (replacing {answered})" if answered is not None else "")
             + f", {node.name} stays held as a spare",

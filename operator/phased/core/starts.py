@@ -16,7 +16,9 @@ waits is read from the pod: a container's waiting reason (``ErrImagePull``,
 (``Unschedulable``, with its message).
 
 Stuck workers turn ``WorkersPending`` True (one Warning event ``WorkersStuckPending``) and
-are a failed start: the phase retries it ``pendingRestarts`` times in a row (default 1,
+are a failed start (a node a worker never started on while a peer started elsewhere trades
+places with a healthy spare for the retry: :func:`_stalled`): the phase retries it
+``pendingRestarts`` times in a row (default 1,
 counted in ``status.phases[].pendingRestarts``, back to 0 once every rank of a generation
 runs: :func:`_all_started`) — a new generation (``restartScope: Gang``) or
 the stuck ranks recreated (``Worker``, while they can rejoin their generation:
@@ -57,7 +59,13 @@ from phased.core.phases import (
     world_of,
 )
 from phased.core.pools import gpu_resource
-from phased.core.recovery import gang_restart, made_before_edit, rejoinable, replace_ranks
+from phased.core.recovery import (
+    gang_restart,
+    made_before_edit,
+    rejoinable,
+    replace_ranks,
+    swap_stalled,
+)
 from phased.core.tolerations import condition_blocking, condition_passed
 
 
@@ -189,6 +197,24 @@ def _all_started(draft: Draft, pods: list[PodInfo]) -> bool:
     return world > 0 and all(rank in started for rank in range(world))
 
 
+def _stalled(stuck: list[PodInfo], pods: list[PodInfo]) -> dict[str, str]:
+    """The nodes the ``stuck`` workers were placed on and never started on, while a peer of
+    their generation (``pods``) started on another node: the node, not the worker spec,
+    is the likelier cause (:func:`phased.core.recovery.swap_stalled`). Nothing when no
+    rank started anywhere (an image that cannot be pulled, a spec that fits no node)."""
+    started = {
+        p.node_name
+        for p in latest_attempts(live(pods))
+        if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED) and p.node_name
+    }
+    return {
+        p.node_name: f"did not start worker {p.name} within pendingGrace "
+        f"({p.waiting_reason or 'Pending'}) while its peers started on other nodes"
+        for p in stuck
+        if started and p.node_name and p.node_name not in started
+    }
+
+
 def _say_blocked(draft: Draft, waiting: list[PodInfo]) -> None:
     """Workers waiting past the grace for places under a condition taint, with no healthy
     spare to trade them for: no failed start (the node's trouble, not the worker's), but
@@ -279,6 +305,8 @@ def tend_starts(draft: Draft) -> None:
         if edited
         else ""
     )
+    if not edited:
+        swap_stalled(draft, _stalled(stuck, pods))
     if not alone:
         gang_restart(draft, why)
         return
