@@ -259,6 +259,8 @@ class Cluster:
     secret: bool = False  # the report Secret was ensured (as the reconciler remembers)
     claim: bool = False
     annotations: dict[str, str] = field(default_factory=dict)  # the job's phased.dev/ ones
+    # Nodes whose kubelet never starts the pods placed there (a broken network plugin).
+    stalling: set[str] = field(default_factory=set)
     # Each worker's tolerations, from the manifest it was created with (the scheduler's).
     tolerations: dict[str, tuple[Toleration, ...]] = field(default_factory=dict)
     # Others' pods bound to nodes (node -> pods): listed, as the reconciler lists them, for
@@ -402,22 +404,34 @@ class Cluster:
 
     def schedule(self) -> None:
         """Pending pods go to free, Ready, uncordoned active nodes of the job with no taint
-        they do not tolerate, and start Running (their containers start now)."""
-        busy = {
-            p.node_name for p in self.pods.values() if p.node_name and p.phase == PodPhase.RUNNING
-        }
+        they do not tolerate, and start Running (their containers start now) — but on a node
+        in ``stalling``, where they stay Pending (``ContainerCreating``) until it is not."""
+        live = (PodPhase.PENDING, PodPhase.RUNNING)
+        busy = {p.node_name for p in self.pods.values() if p.node_name and p.phase in live}
         busy |= {name for name, pods in self.guests.items() if pods}  # a guest took its GPUs
         for name in sorted(self.pods):
             p = self.pods[name]
             if p.phase != PodPhase.PENDING:
                 continue
+            if p.node_name is not None:  # placed: its kubelet starts it, unless it stalls
+                on = self.nodes.get(p.node_name)
+                if on is not None and on.ready and p.node_name not in self.stalling:
+                    self.pods[name] = replace(
+                        p, phase=PodPhase.RUNNING, running_since=self.now, waiting_reason=""
+                    )
+                continue
             for n in sorted(self.nodes.values(), key=lambda x: x.name):
                 active = n.owner_uid == self.job.uid and n.role == NodeRole.ACTIVE
                 fits = not untolerated(n, self.tolerations.get(name, ()))
                 if active and fits and n.ready and not n.unschedulable and n.name not in busy:
-                    self.pods[name] = replace(
-                        p, node_name=n.name, phase=PodPhase.RUNNING, running_since=self.now
-                    )
+                    if n.name not in self.stalling:
+                        self.pods[name] = replace(
+                            p, node_name=n.name, phase=PodPhase.RUNNING, running_since=self.now
+                        )
+                    else:
+                        self.pods[name] = replace(
+                            p, node_name=n.name, waiting_reason="ContainerCreating"
+                        )
                     busy.add(n.name)
                     break
 

@@ -10,10 +10,8 @@ rank started anywhere (an image that cannot be pulled at all), no node is blamed
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from phased.api.v1alpha1 import JobState, NodeRole
-from phased.core.model import EmitEvent, PodPhase
+from phased.core.model import EmitEvent
 from tests.core.builders import Cluster, node, of_type, phase, spec
 
 PENDING_GRACE = 600
@@ -29,23 +27,17 @@ def _cluster(scope: str = "Gang") -> Cluster:
     return Cluster(the_spec, nodes)
 
 
-def _stall(cluster: Cluster, on: str) -> None:
-    """The worker placed on ``on`` stays Pending there (the kubelet never starts it)."""
-    for p in list(cluster.pods.values()):
-        if p.node_name == on and p.phase == PodPhase.RUNNING:
-            cluster.pods[p.name] = replace(
-                p, phase=PodPhase.PENDING, running_since=None, waiting_reason="ContainerCreating"
-            )
-
-
 def _said(cluster: Cluster, plans: list) -> list[str]:  # type: ignore[type-arg]
     return [f"{e.reason}: {e.message}" for p in plans for e in of_type(p, EmitEvent)]
 
 
 def test_the_retry_goes_to_a_spare_and_the_job_runs_on() -> None:
     cluster = _cluster()
+    cluster.stalling = {"n1"}  # its kubelet never starts the worker placed there
     cluster.settle()
-    _stall(cluster, "n1")
+    assert [p.waiting_reason for p in cluster.pods.values() if p.node_name == "n1"] == [
+        "ContainerCreating"
+    ]
     cluster.advance(PENDING_GRACE + 1)
     said = _said(cluster, cluster.settle())
     assert any(e.startswith("WorkersStuckPending") for e in said)
@@ -63,8 +55,8 @@ def test_the_retry_goes_to_a_spare_and_the_job_runs_on() -> None:
 
 def test_a_rank_replaced_alone_goes_to_the_spare_too() -> None:
     cluster = _cluster("Worker")
+    cluster.stalling = {"n1"}
     cluster.settle()
-    _stall(cluster, "n1")
     cluster.advance(PENDING_GRACE + 1)
     cluster.settle()
     cluster.step()
@@ -75,9 +67,8 @@ def test_a_rank_replaced_alone_goes_to_the_spare_too() -> None:
 
 def test_no_node_is_blamed_when_no_rank_started_anywhere() -> None:
     cluster = _cluster()
+    cluster.stalling = {"n0", "n1", "n2", "s-near", "s-far"}  # the image cannot be pulled
     cluster.settle()
-    for name in ("n0", "n1", "n2"):
-        _stall(cluster, name)
     cluster.advance(PENDING_GRACE + 1)
     said = _said(cluster, cluster.settle())
     assert any(e.startswith("WorkersStuckPending") for e in said)

@@ -9,7 +9,7 @@ and GPU faults coming and going; nodes deleted (with their pods collected or not
 ones joining; workers failing on healthy nodes, or rejected or evicted by their node's
 kubelet; nodes coming under memory pressure (tainted by the node controller) and out of it;
 a person cordoning or uncordoning a node, tainting it for maintenance or relabelling it
-another GPU product, and undoing it;
+another GPU product, and undoing it; a node whose kubelet starts no worker placed there;
 phases completing; time passing; a person's proceed, or edits a person may make while the
 job runs (spares, the later phases' sizes, the running phase's ``min`` and ``max``, the
 image, the restart budget) — for jobs restarting the gang and for jobs restarting a lost
@@ -109,6 +109,7 @@ events = st.one_of(
     st.tuples(st.just("cordon"), st.integers(0, 40), st.booleans()),
     st.tuples(st.just("taint"), st.integers(0, 40), st.booleans()),
     st.tuples(st.just("relabel"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("stall"), st.integers(0, 40), st.booleans()),
 )
 
 jobs = st.fixed_dictionaries(
@@ -262,6 +263,11 @@ def _happen(cluster: Cluster, event: tuple[Any, ...], job: dict[str, Any] | None
         n = cluster.nodes[name]
         product = H200_LABELS if event[2] else H100_LABELS
         cluster.nodes[name] = replace(n, labels={**n.labels, **product})
+    elif kind == "stall" and name is not None:  # its kubelet starts no pod placed there
+        if event[2]:
+            cluster.stalling.add(name)
+        else:
+            cluster.stalling.discard(name)
     elif kind == "edit" and job is not None:
         values = EDITS[event[1]]
         job[event[1]] = values[event[2] % len(values)]
@@ -365,6 +371,7 @@ def _progress(cluster: Cluster) -> None:
     """Every node healthy again: the job runs whole, has finished, or says why it waits."""
     for n in list(cluster.nodes.values()):
         cluster.nodes[n.name] = _healed(n, cluster.now)
+    cluster.stalling.clear()
     _stop_evicted(cluster)
     for step in range(40):
         if step == 10 and _holding(cluster.status):
