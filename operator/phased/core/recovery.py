@@ -680,13 +680,14 @@ def swap_stalled(draft: Draft, stalled: Mapping[str, str]) -> None:
     ``pendingGrace`` while its peers started on other nodes (a failed start, answered by
     :func:`phased.core.starts.tend_starts`: a sandbox its network plugin could not make, an
     image its disk or registry mirror could not pull, a volume that would not attach there)
-    trade places with the nearest healthy spares, while one is left, so the retry goes
-    elsewhere: the worker there is stopped by that retry. ``stalled``: node -> what it did.
-    Not while the breaker holds failures (automatic action is paused then)."""
+    trade places with the nearest healthy spares (none that refused a worker of the phase),
+    while one is left, so the retry goes elsewhere: the worker there is stopped by that
+    retry. ``stalled``: node -> what it did. Not while the breaker holds failures
+    (automatic action is paused then)."""
     if draft.breaker_nodes or not stalled:
         return
     troubled = [n for n in draft.held(NodeRole.ACTIVE) if n.name in stalled]
-    _swap_out(draft, troubled, {}, stalled=stalled)
+    _swap_out(draft, troubled, refusing_nodes(draft), stalled=stalled)
 
 
 def _swap_out(
