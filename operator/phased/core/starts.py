@@ -60,13 +60,14 @@ from phased.core.phases import (
 )
 from phased.core.pools import gpu_resource
 from phased.core.recovery import (
+    blocked_nodes,
     gang_restart,
     made_before_edit,
     rejoinable,
     replace_ranks,
     swap_stalled,
 )
-from phased.core.tolerations import condition_blocking, condition_passed
+from phased.core.tolerations import condition_passed
 
 
 def _why(pod: PodInfo) -> str:
@@ -87,7 +88,7 @@ def _places(draft: Draft) -> _Places:
     running generation is on. Whether one of them is in trouble (not Ready, a suspect, or
     held by the breaker, which keeps its place even once the node is deleted), which are
     Ready but under a condition taint the workers do not tolerate (memory, disk or PID
-    pressure, network unavailable: :func:`phased.core.tolerations.condition_blocking`), and
+    pressure, network unavailable: :func:`phased.core.recovery.blocked_nodes`), and
     the latest time one of them was healthy again
     (:func:`phased.core.failure.healthy_since`) or its condition passed
     (:func:`phased.core.tolerations.condition_passed`)."""
@@ -100,12 +101,8 @@ def _places(draft: Draft) -> _Places:
         for h in draft.status.breaker.held
     )
     troubled = gone or any(not n.ready or n.name in held_back for n in free)
-    tolerations = draft.tolerations
-    blocked = {
-        n.name: ", ".join(sorted({f"{t.key}:{t.effect}" for t in taints}))
-        for n in free
-        if n.ready and (taints := condition_blocking(n, tolerations))
-    }
+    held_blocked = blocked_nodes(draft)
+    blocked = {n.name: held_blocked[n.name] for n in free if n.name in held_blocked}
     back = [since for n in free if (since := _healthy_again(draft, n)) is not None]
     return _Places(troubled, blocked, max(back, default=None))
 
@@ -122,9 +119,10 @@ def _healthy_again(draft: Draft, node: NodeInfo) -> datetime | None:
     return max(since, condition_passed(node) or since)
 
 
-def _waiting(draft: Draft) -> tuple[list[PodInfo], list[PodInfo]]:
+def _waiting(draft: Draft) -> tuple[list[PodInfo], list[PodInfo], dict[str, str]]:
     """The generation's Pending workers past the grace: those stuck, and those not placed
-    yet that wait for a place under a condition taint (and ask to look again at the next).
+    yet that wait for a place under a condition taint, with those places and their taints
+    (and ask to look again at the next).
 
     A worker not placed yet is not stuck while a place it waits for is in trouble, nor while
     it waits for one under a condition taint (:func:`_places`) — unless more wait than
@@ -162,7 +160,8 @@ def _waiting(draft: Draft) -> tuple[list[PodInfo], list[PodInfo]]:
             stuck.append(pod)
     if len(blocked) > len(places.blocked):  # some would have gone to a place not blocked
         stuck, blocked = stuck + blocked, []
-    return sorted(stuck, key=lambda p: p.name), sorted(blocked, key=lambda p: p.name)
+    by_name = sorted(stuck, key=lambda p: p.name), sorted(blocked, key=lambda p: p.name)
+    return *by_name, places.blocked
 
 
 def stuck_workers(draft: Draft) -> list[PodInfo]:
@@ -215,12 +214,12 @@ def _stalled(stuck: list[PodInfo], pods: list[PodInfo]) -> dict[str, str]:
     }
 
 
-def _say_blocked(draft: Draft, waiting: list[PodInfo]) -> None:
-    """Workers waiting past the grace for places under a condition taint, with no healthy
-    spare to trade them for: no failed start (the node's trouble, not the worker's), but
-    ``WorkersPending`` says so (one Warning event ``WorkersWaitingOnNodeCondition``)."""
-    blocked = sorted(_places(draft).blocked.items())
-    places = ", ".join(f"{name} ({taints})" for name, taints in blocked)
+def _say_blocked(draft: Draft, waiting: list[PodInfo], blocked: dict[str, str]) -> None:
+    """Workers waiting past the grace for places under a condition taint (``blocked``: node
+    -> its taints), with no healthy spare to trade them for: no failed start (the node's
+    trouble, not the worker's), but ``WorkersPending`` says so (one Warning event
+    ``WorkersWaitingOnNodeCondition``)."""
+    places = ", ".join(f"{name} ({taints})" for name, taints in sorted(blocked.items()))
     shown = ", ".join(p.name for p in waiting[:5]) + (
         f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
     )
@@ -262,11 +261,11 @@ def tend_starts(draft: Draft) -> None:
             + "): made again from the edit, spending no retry",
         )
         return
-    stuck, blocked = _waiting(draft)
+    stuck, blocked, places = _waiting(draft)
     if not stuck:
         pods = live(generation_pods(draft))
         if blocked:
-            _say_blocked(draft, blocked)
+            _say_blocked(draft, blocked, places)
         elif not any(p.phase == PodPhase.PENDING for p in pods):
             draft.condition(ConditionType.WORKERS_PENDING, False, "Started", "")
             if draft.record.pending_restarts and _all_started(draft, pods):
