@@ -5,6 +5,8 @@ it started."""
 from __future__ import annotations
 
 import asyncio
+import gc
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -17,9 +19,11 @@ from phased.handlers import build_registry
 class _NodeWatch:
     def __init__(self, calls: list[str]) -> None:
         self.calls = calls
+        self.listed: list[dict[str, Any]] = []  # stands in for the first list of the Nodes
 
     async def start(self) -> None:
         self.calls.append("node watch started")
+        self.listed = [{"metadata": {"name": f"node-{i}"}} for i in range(3)]
 
 
 class _Reconciler:
@@ -41,15 +45,29 @@ class _Reconciler:
         return None
 
 
-def started(settings: Settings, seen: list[str] | None = None) -> kopf.OperatorSettings:
+@dataclass
+class Collector:
+    """The garbage collector as start-up left it: its young threshold, and whether the
+    objects of the first Node list were still in its sight."""
+
+    young_threshold: int = 0
+    listed_in_sight: bool = True
+
+
+def started(
+    settings: Settings, seen: list[str] | None = None, collector: Collector | None = None
+) -> kopf.OperatorSettings:
     """The kopf settings once the start-up handler has run with ``settings``; what it
-    started is appended to ``seen``."""
+    started is appended to ``seen``; what it did to the garbage collector goes into
+    ``collector``, and is undone (this is the test process's collector)."""
+    made: list[_Reconciler] = []
 
     async def start() -> Any:
         reconciler = _Reconciler(settings)
         if seen is not None:
             reconciler.calls = seen
             reconciler.node_watch.calls = seen
+        made.append(reconciler)
         return reconciler
 
     async def stop() -> None:
@@ -68,5 +86,14 @@ def started(settings: Settings, seen: list[str] | None = None) -> kopf.OperatorS
         for task in asyncio.all_tasks() - {asyncio.current_task()}:
             task.cancel()  # the periodic resync started by the handler
 
-    asyncio.run(run())
+    threshold = gc.get_threshold()
+    try:
+        asyncio.run(run())
+        if collector is not None:
+            collector.young_threshold = gc.get_threshold()[0]
+            listed = {id(o) for r in made for o in r.node_watch.listed}
+            collector.listed_in_sight = any(id(o) in listed for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
     return operator_settings
