@@ -528,9 +528,38 @@ def wait_pod_phase(
         check,
         timeout,
         message=lambda: (
-            f"pod {namespace}/{name} in {sorted(wanted)} (is {pod_phase(core, namespace, name)})"
+            f"pod {namespace}/{name} in {sorted(wanted)} ({pod_story(core, namespace, name)})"
         ),
     )
+
+
+def pod_story(core: Any, namespace: str, name: str, last: int = 8) -> str:
+    """What a pod says of where it is, for a wait that timed out: its phase and node, why
+    its containers wait or ended, its conditions that are not True, and its ``last`` events
+    (a pod a kubelet never started says why in them: the sandbox, the image, admission)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        pod = core.read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        return "gone" if exc.status == 404 else f"unreadable: {exc.status} {exc.reason}"
+    parts = [f"is {pod.status.phase} on {pod.spec.node_name or 'no node'}"]
+    for c in pod.status.container_statuses or []:
+        state = c.state.waiting or c.state.terminated
+        if state is not None:
+            parts.append(f"container {c.name}: {state.reason} {state.message or ''}".rstrip())
+    for cond in pod.status.conditions or []:
+        if cond.status != "True":
+            parts.append(
+                f"{cond.type}={cond.status} {cond.reason or ''} {cond.message or ''}".rstrip()
+            )
+    events = core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}"
+    ).items
+    events.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+    for e in events[-last:]:
+        parts.append(f"event {e.reason}: {e.message}")
+    return "; ".join(parts)
 
 
 def wait_pod_gone(core: Any, namespace: str, name: str, timeout: float = 60) -> None:
