@@ -743,7 +743,8 @@ def _whole_at_max(draft: Draft) -> bool:
     """The pool holds ``nodes.max`` actives and ``spares.count`` spares: re-formed, it needs
     no free node (the targets are those whatever the free nodes, and nothing is claimed), so
     :func:`form_pool` does not look for them. The gang restart after a failure the spares
-    answered is such a pass; at 5,000 nodes the look was four fifths of its CPU."""
+    answered is such a pass; at 5,000 nodes the look was five sixths of its CPU (section 4l
+    of bench/RESULTS.md)."""
     return (
         len(draft.held(NodeRole.ACTIVE)) == draft.phase.nodes.max
         and len(draft.held(NodeRole.SPARE)) == draft.spec.spares.count
