@@ -712,11 +712,8 @@ def form_pool(draft: Draft, type_key: str) -> None:
     phase = draft.phase
     release_misfits(draft, type_key)
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
-    if _whole_at_max(draft):
-        # Nothing a free node could change: the walk over every node is left out.
-        free, reserved = [], 0
-    else:
-        free, reserved = _available(draft, type_key)
+    # Nothing a free node could change in a pool whole at its largest: no walk over the nodes.
+    free, reserved = ([], 0) if _whole_at_max(draft) else _available(draft, type_key)
     if len(held) + len(free) < phase.nodes.min:
         # Gang admission: never sit on part of a pool, idle, while others could use it —
         # but give it back only once the need is published (:func:`_place_published`).
