@@ -358,6 +358,32 @@ def test_a_checkpoint_reported_after_detection_is_the_resume_step_with_no_lost_w
     assert env["PHASED_RESUME_STEP"] == str(entry.resume_step)
 
 
+def test_a_checkpoint_the_stopped_survivors_report_in_their_grace_is_the_resume_step():
+    """The failure's pass records the last checkpoint then (step 1000); the survivor it
+    stops checkpoints once more in its termination grace (step 1040), and the generation
+    created once it is gone is told to resume from that one: the entry names the step the
+    workers were told, and no work is lost before it."""
+    ckpt = CheckpointRecord(step=1000, time=format_time(at(-900)), path="/c/1000")
+    snap = _failed(record={"last_checkpoint": ckpt})
+    plan = decide(snap, REPORTING, T0)
+    (entry,) = plan.status.failures
+    assert entry.resume_step == 1000
+    cluster = landed(snap, plan, REPORTING)
+    cluster.reports = merge(
+        cluster.reports, _report(ReportKind.CHECKPOINT, 1040, at(2), rank=1, path="/c/1040")
+    )
+    cluster.advance(3)
+    restart = cluster.decide()
+    env = _env(of_type(restart, CreatePod)[0].manifest)
+    (entry,) = restart.status.failures
+    assert (env["PHASED_RESUME_STEP"], entry.resume_step) == ("1040", 1040)
+    assert entry.lost_work_seconds == 0 and entry.resumed is None
+    cluster.apply(restart)
+    cluster.advance(5)
+    (entry,) = cluster.decide().status.failures
+    assert entry.resume_step == 1040  # what the workers were told, as long as it stays open
+
+
 def test_without_any_checkpoint_the_whole_phase_so_far_is_lost_work():
     snap = _failed()
     plan = decide(snap, REPORTING, T0)

@@ -25,9 +25,11 @@ snapshot and changes only the draft (status, conditions, events, wake-ups); none
 * **Ledger** (:func:`lost_work`, :func:`resumed_at`): a failure interrupting workers records
   the step the next generation resumes from (the last checkpoint, even one reported after
   detection while the other workers went on) and the training time from that checkpoint to
-  detection (from the phase start when there is none; 0 when it came after detection); it is
-  resumed by the first report of a worker started after it (a later generation, or a
-  replacement rank).
+  detection (from the phase start when there is none; 0 when it came after detection) —
+  and when the workers that answer it are created (:func:`answered`), the step they are
+  told and the lost work to it, for the stopped survivors may checkpoint once more in their
+  grace; it is resumed by the first report of a worker started after it (a later
+  generation, or a replacement rank).
 
 All of it applies only with ``checkpoint.report: true``, except storage and resume, which
 need no reports to work (resume does: without reports no checkpoint is known). Staleness,
@@ -277,6 +279,13 @@ def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
     fields: dict[str, Any] = {"generation": draft.status.restart_generation}
     if not judged(draft):
         return fields
+    return fields | _lost_since(draft, detected)
+
+
+def _lost_since(draft: Draft, detected: datetime) -> dict[str, Any]:
+    """The resume step and lost work of a failure detected at ``detected``, as the phase's
+    last checkpoint now says them (see :func:`lost_work`)."""
+    fields: dict[str, Any] = {}
     last = resume_point(draft)
     since: datetime | None = parse_time(draft.record.start_time)
     if last is not None:
@@ -285,6 +294,34 @@ def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
     if since is not None:
         fields["lost_work_seconds"] = round(max(0.0, (detected - since).total_seconds()), 3)
     return fields
+
+
+def answered(draft: Draft, generation: int, *, gang: bool) -> None:
+    """Workers of ``generation`` are being created: the open failures they answer take the
+    step these workers are told to resume from, and the lost work to that checkpoint.
+
+    A gang restart (``gang``) answers the phase's open failures of every earlier generation;
+    a rank replaced alone, those of its own. What the failure's pass recorded was the last
+    checkpoint then; the survivors it stopped may report one more in their termination
+    grace, and the new generation, created once they are gone, resumes from that one — the
+    ledger said ``resumeStep`` 130 while the workers were told 140. An entry already resumed
+    keeps what it has; one recorded without reports (or whose worker had succeeded: no lost
+    work) has no step to take."""
+    if not judged(draft):
+        return
+    for i, entry in enumerate(draft.ledger):
+        if entry.resumed is not None or entry.cordoned is None or entry.phase != draft.phase.name:
+            continue
+        if entry.generation is None or (entry.lost_work_seconds, entry.resume_step) == (None, None):
+            continue
+        if not (entry.generation < generation if gang else entry.generation == generation):
+            continue
+        detected = parse_time(entry.detected)
+        if detected is None:
+            continue
+        fields = _lost_since(draft, detected)
+        if any(getattr(entry, k) != v for k, v in fields.items()):
+            draft.ledger[i] = entry.model_copy(update=fields)
 
 
 def resumed_at(draft: Draft, entry: FailureRecord) -> datetime | None:

@@ -929,6 +929,8 @@ def replace_ranks(
     ``PHASED_RESUME=false``. ``made=False``: ranks never created (a crash between creates),
     their first attempt, 0."""
     gen = draft.status.restart_generation
+    if ranks:
+        checkpoints.answered(draft, gen, gang=not made)
     for rank in sorted(set(ranks)):
         attempts = [_attempt(p) for p in pods if p.rank == rank]
         if made:

@@ -1079,6 +1079,7 @@ def start_generation(draft: Draft, type_key: str) -> bool:
     draft.set(restart_generation=gen, created_generation=gen)
     resource = gpu_resource(type_key, draft.settings)
     options = checkpoints.worker_options(draft)
+    checkpoints.answered(draft, gen, gang=True)
     for rank in range(world):
         worker = Worker(
             job=draft.snap.job,
