@@ -24,7 +24,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -122,6 +122,9 @@ _REPEATING = frozenset(
     }
 )
 _REPEAT_EVERY = 600.0
+# The pod lists of nodes a pass looks at (being cleared, about to be claimed) in flight at
+# once: one after another, a pass that looked at three nodes waited three round trips.
+_LISTS_AT_ONCE = 16
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
 _LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time
 
@@ -554,11 +557,14 @@ class Reconciler:
         entry = self.jobs.get(uid)
         if entry is None:
             return
-        # The job and its pods are read at once: neither request needs the other's answer
-        # (the pods are listed by the job's UID, which the job's events gave us).
+        # The job, its pods and the pods on its nodes being cleared are read at once: no
+        # request needs another's answer (the pods are listed by the job's UID, which the
+        # job's events gave us; the nodes it clears are in the node view).
+        nodes = self.nodes.all()
         listing = asyncio.ensure_future(
             self.pod_verbs.select(entry.ref.namespace, f"{labels.LABEL_JOB_UID}={uid}")
         )
+        clearing = asyncio.ensure_future(self._node_pods(entry.ref, nodes))
         try:
             raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
             if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
@@ -568,9 +574,10 @@ class Reconciler:
                 self.trigger(uid, 0.2)
                 return
             self._parse_spec(entry)
-            snapshot = await self._observe(entry, await listing)
+            snapshot = await self._observe(entry, await listing, nodes, await clearing)
         finally:
             _settle(listing)
+            _settle(clearing)
         now = self.clock()
         plan = decide(snapshot, self.settings, now)
         for _ in range(_REDECIDES):
@@ -610,7 +617,16 @@ class Reconciler:
         except ValidationError as exc:
             entry.spec, entry.spec_error = None, format_spec_error(exc)
 
-    async def _observe(self, entry: JobEntry, raw_pods: list[dict[str, Any]]) -> Snapshot:
+    async def _observe(
+        self,
+        entry: JobEntry,
+        raw_pods: list[dict[str, Any]],
+        nodes: tuple[NodeInfo, ...],
+        node_pods: dict[str, tuple[NodePod, ...]],
+    ) -> Snapshot:
+        """The snapshot decide reads: the job as last taken, its pods, the node view's
+        ``nodes`` and the pods on those being cleared or found occupied (:meth:`_node_pods`),
+        all read by the caller."""
         spec, spec_error = entry.spec, entry.spec_error
         if entry.rejected is not None and entry.rejected[0] == entry.ref.generation:
             # The API refused what this spec makes: only a new generation can fix it.
@@ -621,7 +637,6 @@ class Reconciler:
             ref = entry.ref
             token = reports.report_token(self.report_key, ref.namespace, ref.name, ref.uid)
         status, unreadable = read_status(entry.raw.get("status"))
-        nodes = self.nodes.all()
         return Snapshot(
             job=entry.ref,
             spec=spec,
@@ -638,7 +653,7 @@ class Reconciler:
             waiting=self._claimants(entry.ref.uid),
             known_node_names=self.nodes.names() if self.nodes.synced else None,
             annotations=_phased_annotations(entry.raw),
-            node_pods=await self._node_pods(entry.ref, nodes),
+            node_pods=node_pods,
         )
 
     async def _unseen_pool_nodes(self, status: TrainingJobStatus) -> tuple[NodeInfo, ...]:
@@ -682,23 +697,44 @@ class Reconciler:
             if now - seen > (LOOK_AGAIN_SECONDS if soon else self._resync):
                 del self.occupied[name]
         found = {name: pods for name, (_, pods) in self.occupied.items()}
-        for node in nodes:
-            if labels.ANNOTATION_CLEARING in node.annotations and node.owner_uid == job.uid:
-                found[node.name] = await self._pods_on(node.name)
+        names = [
+            n.name
+            for n in nodes
+            if labels.ANNOTATION_CLEARING in n.annotations and n.owner_uid == job.uid
+        ]
+        found.update(zip(names, await self._pods_on_each(names), strict=True))
         return found
+
+    async def _pods_on_each(self, names: Sequence[str]) -> list[tuple[NodePod, ...]]:
+        """The pods on each node of ``names``, listed at once — at most ``_LISTS_AT_ONCE`` in
+        flight, for a pool formed of a hundred nodes looks at each — and all of them back
+        before an error (the first in ``names``' order) is raised."""
+        gate = asyncio.Semaphore(_LISTS_AT_ONCE)
+
+        async def one(name: str) -> tuple[NodePod, ...]:
+            async with gate:
+                return await self._pods_on(name)
+
+        results = await asyncio.gather(*(one(n) for n in names), return_exceptions=True)
+        listed: list[tuple[NodePod, ...]] = []
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            listed.append(result)
+        return listed
 
     async def _look_at_claims(self, plan: Plan) -> dict[str, tuple[NodePod, ...]]:
         """The pods on each node the plan would claim, for those where others' pods run
         (they go into the snapshot and decide chooses again)."""
         busy: dict[str, tuple[NodePod, ...]] = {}
-        for action in plan.actions:
-            if not isinstance(action, ClaimNode) or action.node in self.occupied:
-                continue
-            pods = await self._pods_on(action.node)
-            self._looked[action.node] = (time.monotonic(), pods)
+        names = [
+            a.node for a in plan.actions if isinstance(a, ClaimNode) and a.node not in self.occupied
+        ]
+        for name, pods in zip(names, await self._pods_on_each(names), strict=True):
+            self._looked[name] = (time.monotonic(), pods)
             if blocking(pods, self.settings):
-                busy[action.node] = pods
-                self.occupied[action.node] = (time.monotonic(), pods)
+                busy[name] = pods
+                self.occupied[name] = (time.monotonic(), pods)
                 self._refused(LeftAlone.RUNNING_PODS)
         return busy
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from phased import reconcile as module
-from phased.api.v1alpha1 import TrainingJobStatus
-from phased.core.model import Plan
+from phased.api.v1alpha1 import NodeRole, TrainingJobStatus
+from phased.core import labels
+from phased.core.model import ClaimNode, Plan
 from phased.core.settings import Settings
-from phased.kube.client import KubeClient
+from phased.kube.client import KubeClient, KubeError
 from phased.reconcile import JobEntry, Reconciler, job_ref_from_raw
+from tests.core.builders import JOB, node, owned
 from tests.kube.test_the_client_retries_transient_failures_and_nothing_else import FakeApi
 
 RAW = {
@@ -144,9 +147,26 @@ def _reads(monkeypatch: pytest.MonkeyPatch, job: dict[str, Any] | None) -> list[
             timeline.append("pods listed")
             return []
 
+        async def on_node(name: str) -> list[Any]:
+            timeline.append(f"list {name}")
+            await asyncio.sleep(0.1)
+            timeline.append(f"{name} listed")
+            return []
+
         async def nothing(*_: Any) -> None:
             return None
 
+        # Two nodes of the job being cleared, one of another job's, one of the job not.
+        ours = replace(JOB, uid="u1")
+        clearing = {labels.ANNOTATION_CLEARING: "2026-03-01T12:00:00Z"}
+        held = [
+            replace(owned(node("c0"), NodeRole.ACTIVE, ours), annotations=clearing),
+            replace(owned(node("c1"), NodeRole.SPARE, ours), annotations=clearing),
+            replace(owned(node("x0"), NodeRole.ACTIVE), annotations=clearing),
+            owned(node("a0"), NodeRole.ACTIVE, ours),
+        ]
+        monkeypatch.setattr(rec.nodes, "all", lambda: tuple(held))
+        monkeypatch.setattr(rec.pod_verbs, "on_node", on_node)
         plan = Plan(actions=(), status=TrainingJobStatus())
         _stub(monkeypatch, rec, plan, got, listed, nothing, nothing)
         await rec.reconcile("u1")
@@ -156,10 +176,13 @@ def _reads(monkeypatch: pytest.MonkeyPatch, job: dict[str, Any] | None) -> list[
     return timeline
 
 
-def test_a_pass_reads_its_job_and_its_pods_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pass_reads_its_job_its_pods_and_its_cleared_nodes_pods_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     timeline = _reads(monkeypatch, RAW)
-    assert set(timeline[:2]) == {"get job", "list pods"}  # both asked before either answered
-    assert set(timeline[2:]) == {"job got", "pods listed"}
+    asked = {"get job", "list pods", "list c0", "list c1"}
+    assert set(timeline[:4]) == asked  # all asked before any answered
+    assert set(timeline[4:]) == {"job got", "pods listed", "c0 listed", "c1 listed"}
 
 
 def test_a_pass_whose_job_is_gone_leaves_no_listing_behind(
@@ -168,3 +191,41 @@ def test_a_pass_whose_job_is_gone_leaves_no_listing_behind(
     timeline = _reads(monkeypatch, None)
     assert "job got" in timeline
     assert "pods listed" not in timeline  # cancelled when the job was found gone
+    assert "c0 listed" not in timeline
+
+
+def test_the_nodes_a_plan_would_claim_are_looked_at_at_once_and_an_error_waits_for_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool formed of many free nodes looks at each before claiming it: the lists go
+    together (at most 16 in flight), and one that fails is raised once every other is
+    back, none left in flight."""
+    timeline: list[str] = []
+    most = [0]
+
+    async def scenario(broken: str | None) -> dict[str, Any]:
+        rec = _reconciler()
+        flying = [0]
+
+        async def on_node(name: str) -> list[Any]:
+            flying[0] += 1
+            most[0] = max(most[0], flying[0])
+            timeline.append(f"list {name}")
+            await asyncio.sleep(0.01)
+            timeline.append(f"{name} listed")
+            flying[0] -= 1
+            if name == broken:
+                raise KubeError(500, "InternalError", "etcd timeout", "list", "pods")
+            return []
+
+        monkeypatch.setattr(rec.pod_verbs, "on_node", on_node)
+        claims = tuple(ClaimNode(f"f{i:02d}", "1", NodeRole.ACTIVE) for i in range(40))
+        return await rec._look_at_claims(Plan(actions=claims, status=TrainingJobStatus()))
+
+    assert asyncio.run(scenario(None)) == {}  # nothing runs there: none is busy
+    assert set(timeline[:16]) == {f"list f{i:02d}" for i in range(16)}
+    assert most[0] == 16
+    timeline.clear()
+    with pytest.raises(KubeError):
+        asyncio.run(scenario("f03"))
+    assert len(timeline) == 80  # every list came back before the error was raised

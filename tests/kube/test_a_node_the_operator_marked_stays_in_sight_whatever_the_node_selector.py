@@ -186,7 +186,8 @@ def test_a_pool_node_gone_from_every_view_is_read_before_it_is_called_deleted() 
 
     async def scenario() -> Any:
         await reconciler.relist_nodes()
-        return await reconciler._observe(entry, [])
+        nodes = reconciler.nodes.all()
+        return await reconciler._observe(entry, [], nodes, await reconciler._node_pods(JOB, nodes))
 
     snapshot = asyncio.run(scenario())
     assert {n.name for n in snapshot.nodes} == {"h0", "h1"}
