@@ -598,7 +598,17 @@ class Reconciler:
             # status is not written (nor observed), and the job is decided again shortly
             # from the cluster as it is (the refusal planned that look).
             return
-        await self._write_status(entry, snapshot, plan)
+        # The plan's events and its status go at once: neither needs the other's answer,
+        # and the pass, which holds the job's next one back, ends a round trip after its
+        # last action rather than one per event after it.
+        said, wrote = await asyncio.gather(
+            self._post_events(entry, plan, now),
+            self._write_status(entry, snapshot, plan),
+            return_exceptions=True,
+        )
+        for result in (wrote, said):
+            if isinstance(result, BaseException):
+                raise result
         self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
             await self.job_verbs.set_finalizer(raw, False)
@@ -793,7 +803,7 @@ class Reconciler:
         return shape
 
     async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
-        events = [a for a in plan.actions if isinstance(a, EmitEvent)]
+        """The plan's actions, its events aside (:meth:`_post_events`), batch by batch."""
         for batch in batches(plan.actions):
             # Every request of a batch is awaited before an error stops the plan: none is
             # left in flight when the pass ends. The first error in the plan's order counts.
@@ -810,14 +820,26 @@ class Reconciler:
                 ):
                     raise _Refused(result) from result
                 raise result
-        for event in events:
+
+    async def _post_events(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
+        """The events of a plan whose actions all landed, posted at once (each is its own
+        object, and a post that fails is only logged); a repeating one at most once per
+        ``_REPEAT_EVERY``. A plan stopped by an error, or not written because a claim was
+        refused, says nothing: the pass that decides again says what still holds."""
+        posts = []
+        for event in plan.actions:
+            if not isinstance(event, EmitEvent):
+                continue
             if event.reason in _REPEATING:
                 key = (entry.ref.uid, event.reason, event.message)
                 last = self._posted.get(key)
                 if last is not None and time.monotonic() - last < _REPEAT_EVERY:
                     continue
                 self._posted[key] = time.monotonic()
-            await self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
+            posts.append(
+                self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
+            )
+        await asyncio.gather(*posts)
         if len(self._posted) > 10_000:  # forget the oldest half; a repeat costs one event
             for key in sorted(self._posted, key=self._posted.__getitem__)[:5_000]:
                 del self._posted[key]

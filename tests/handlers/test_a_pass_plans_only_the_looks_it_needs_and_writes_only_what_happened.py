@@ -20,7 +20,7 @@ import pytest
 from phased import reconcile as module
 from phased.api.v1alpha1 import NodeRole, TrainingJobStatus
 from phased.core import labels
-from phased.core.model import ClaimNode, Plan
+from phased.core.model import ClaimNode, EmitEvent, Plan
 from phased.core.settings import Settings
 from phased.kube.client import KubeClient, KubeError
 from phased.reconcile import JobEntry, Reconciler, job_ref_from_raw
@@ -74,6 +74,7 @@ def _one_pass(
     requeue_after: float | None,
     lose_a_claim: bool = False,
     written: list[Any] | None = None,
+    posted: list[str] | None = None,
 ) -> JobEntry:
     """One reconcile of a job whose decision asks ``requeue_after``; its actions do nothing
     or (``lose_a_claim``) lose a claim; status writes are appended to ``written``."""
@@ -95,8 +96,14 @@ def _one_pass(
             if written is not None:
                 written.append(args)
 
-        plan = Plan(actions=(), status=TrainingJobStatus(), requeue_after=requeue_after)
+        async def post(job: Any, type_: str, reason: str, *_: Any) -> None:
+            if posted is not None:
+                posted.append(reason)
+
+        said = (EmitEvent("Normal", "SparePromoted", "s0 promoted"),)
+        plan = Plan(actions=said, status=TrainingJobStatus(), requeue_after=requeue_after)
         _stub(monkeypatch, rec, plan, got, no_pods, act, write)
+        monkeypatch.setattr(rec.event_verbs, "post", post)
         await rec.reconcile("u1")
         return rec.jobs["u1"]
 
@@ -105,9 +112,11 @@ def _one_pass(
 
 def test_a_pass_that_asks_for_no_later_look_plans_none(monkeypatch: pytest.MonkeyPatch) -> None:
     written: list[Any] = []
-    entry = _one_pass(monkeypatch, None, written=written)
+    posted: list[str] = []
+    entry = _one_pass(monkeypatch, None, written=written, posted=posted)
     assert not entry.look_planned(time.monotonic())
     assert len(written) == 1
+    assert posted == ["SparePromoted"]
 
 
 def test_a_pass_that_asks_to_look_again_gets_its_timer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,8 +130,10 @@ def test_a_pass_whose_claim_was_refused_writes_no_status(monkeypatch: pytest.Mon
     """The plan's status would list a node the job did not get: it is not written, and the
     refusal has planned the next look."""
     written: list[Any] = []
-    entry = _one_pass(monkeypatch, None, lose_a_claim=True, written=written)
+    posted: list[str] = []
+    entry = _one_pass(monkeypatch, None, lose_a_claim=True, written=written, posted=posted)
     assert written == []
+    assert posted == []  # what still holds is said by the pass that decides again
     assert entry.timer is not None  # the lost claim's backoff
 
 
@@ -192,6 +203,45 @@ def test_a_pass_whose_job_is_gone_leaves_no_listing_behind(
     assert "job got" in timeline
     assert "pods listed" not in timeline  # cancelled when the job was found gone
     assert "c0 listed" not in timeline
+
+
+def test_a_pass_posts_its_events_beside_its_status_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    timeline: list[str] = []
+
+    async def scenario() -> None:
+        rec = _reconciler()
+
+        async def got(namespace: str, name: str) -> dict[str, Any]:
+            return RAW
+
+        async def no_pods(*_: Any) -> list[Any]:
+            return []
+
+        async def nothing(*_: Any) -> None:
+            return None
+
+        async def write(*_: Any) -> None:
+            timeline.append("write status")
+            await asyncio.sleep(0.05)
+            timeline.append("status written")
+
+        async def post(job: Any, type_: str, reason: str, *_: Any) -> None:
+            timeline.append(f"post {reason}")
+            await asyncio.sleep(0.05)
+            timeline.append(f"{reason} posted")
+
+        said = ("NodeFailed", "NodeQuarantined", "SparePromoted")
+        plan = Plan(
+            actions=tuple(EmitEvent("Normal", r, "") for r in said), status=TrainingJobStatus()
+        )
+        _stub(monkeypatch, rec, plan, got, no_pods, nothing, write)
+        monkeypatch.setattr(rec.event_verbs, "post", post)
+        await rec.reconcile("u1")
+
+    asyncio.run(scenario())
+    asked = {"write status", "post NodeFailed", "post NodeQuarantined", "post SparePromoted"}
+    assert set(timeline[:4]) == asked  # all sent before any came back
+    assert len(timeline) == 8
 
 
 def test_the_nodes_a_plan_would_claim_are_looked_at_at_once_and_an_error_waits_for_the_rest(
