@@ -850,10 +850,10 @@ class Reconciler:
             case ClaimNode(node=name, resource_version=rv, role=role, replaces=lost, at=at):
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
                 await self._claim(entry, name, rv, role, now, replaces)
-            case SetNodeRole(node=name, role=role, replaces=lost, at=at):
+            case SetNodeRole(node=name, role=role, replaces=lost, at=at, stalled=stalled):
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
                 await self.node_verbs.set_role(
-                    name, job, role, self._preemptible(entry), replaces, now
+                    name, job, role, self._preemptible(entry), replaces, now, stalled
                 )
             case EvictPod(namespace=namespace, name=name, node=node, delete=delete):
                 await self._evict(job, namespace, name, node, delete)

@@ -319,6 +319,11 @@ class Cluster:
             notes = {k: v for k, v in n.annotations.items() if k != labels.ANNOTATION_REPLACES}
             if action.replaces is not None and action.at is not None:
                 notes[labels.ANNOTATION_REPLACES] = encode_replaces(action.replaces, action.at)
+            # As the kube layer's: a stalled mark written, kept while the role stays, else gone.
+            if action.stalled is not None:
+                notes[labels.ANNOTATION_STALLED] = action.stalled
+            elif n.role != action.role:
+                notes.pop(labels.ANNOTATION_STALLED, None)
             self.nodes[n.name] = replace(
                 owned(n, action.role, self.job, self._spare_taint()), annotations=notes
             )

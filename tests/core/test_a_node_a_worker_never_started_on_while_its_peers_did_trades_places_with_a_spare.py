@@ -10,9 +10,14 @@ rank started anywhere (an image that cannot be pulled at all), no node is blamed
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 from phased.api.v1alpha1 import JobState, NodeRole
-from phased.core.model import EmitEvent
-from tests.core.builders import Cluster, node, of_type, phase, spec
+from phased.core import labels
+from phased.core.model import EmitEvent, PodPhase
+from phased.core.times import format_time
+from tests.core.builders import Cluster, node, of_type, phase, spec, with_ready
 
 PENDING_GRACE = 600
 
@@ -74,3 +79,69 @@ def test_no_node_is_blamed_when_no_rank_started_anywhere() -> None:
     assert any(e.startswith("WorkersStuckPending") for e in said)
     assert not any(e.startswith("TroubledNodeSwapped") for e in said)
     assert set(cluster.held(NodeRole.ACTIVE)) == {"n0", "n1", "n2"}
+
+
+def _swapped_out(cluster: Cluster) -> None:
+    """n1 stalls its worker; the retry goes to s-near, and n1 is held as a spare."""
+    cluster.stalling = {"n1"}
+    cluster.settle()
+    cluster.advance(PENDING_GRACE + 1)
+    cluster.settle()
+    cluster.step()
+    cluster.stalling = set()
+    assert "n1" in cluster.held(NodeRole.SPARE)
+
+
+def _fail(cluster: Cluster, name: str) -> list:  # type: ignore[type-arg]
+    cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    cluster.advance(60)
+    return cluster.settle()
+
+
+def test_the_node_is_marked_and_promoted_only_when_no_other_spare_is_left() -> None:
+    """Its pod, which said what it did, is deleted by the retry; the mark on the node keeps
+    it (a restarted operator reads it there). The next failure in its rack is answered by
+    the spare farther away, not by the node that stalled the last worker; with that spare
+    gone too, it is promoted — the last resort, trying it again — and the mark goes."""
+    cluster = _cluster()
+    _swapped_out(cluster)
+    mark = cluster.nodes["n1"].annotations[labels.ANNOTATION_STALLED]
+    assert mark.startswith(format_time(cluster.now - timedelta(seconds=PENDING_GRACE + 1))[:13])
+    assert "did not start worker" in mark and "ContainerCreating" in mark
+    said = _said(cluster, _fail(cluster, "n0"))  # n0 is in rack r1, as n1 is; s-far is not
+    assert any("spare s-far promoted to active, replacing n0" in e for e in said), said
+    assert "n1" in cluster.held(NodeRole.SPARE)
+    assert {p.node_name for p in cluster.running()} == {"s-far", "n2", "s-near"}
+    cluster.advance(3600)  # past the breaker's window: the next failure is on its own
+    cluster.settle()
+    said = _said(cluster, _fail(cluster, "n2"))
+    assert any("spare n1 promoted to active, replacing n2" in e for e in said), said
+    assert labels.ANNOTATION_STALLED not in cluster.nodes["n1"].annotations
+    assert {p.node_name for p in cluster.running()} == {"s-far", "n1", "s-near"}
+
+
+def test_the_marked_spare_is_the_first_given_up_when_the_spares_shrink() -> None:
+    cluster = _cluster()
+    _swapped_out(cluster)
+    cluster.the_spec = cluster.the_spec.model_copy(
+        update={"spares": cluster.the_spec.spares.model_copy(update={"count": 1})}
+    )
+    cluster.settle()
+    assert cluster.held(NodeRole.SPARE) == ["s-far"]  # n1 released, though nearer
+    assert labels.ANNOTATION_STALLED not in cluster.nodes["n1"].annotations  # no mark left
+
+
+def test_a_troubled_active_does_not_trade_places_with_the_marked_spare() -> None:
+    """n0 NotReady within its grace when a worker fails and the gang restarts: it would
+    trade places with a healthy spare before the next generation is made, but the only
+    spare under no suspicion is the one a worker stalled on, so it stays."""
+    cluster = _cluster()
+    _swapped_out(cluster)
+    for name in ("n0", "s-far"):
+        cluster.nodes[name] = with_ready(cluster.nodes[name], False, cluster.now)
+    worker = next(p for p in cluster.running() if p.node_name == "n2")
+    cluster.pods[worker.name] = replace(worker, phase=PodPhase.FAILED, exit_code=1)
+    said = _said(cluster, [cluster.step(), cluster.step()])
+    assert any(e.startswith("WorkersRestarted") for e in said), said
+    assert not any(e.startswith("TroubledNodeSwapped") for e in said), said
+    assert "n1" in cluster.held(NodeRole.SPARE)

@@ -59,6 +59,9 @@ class Draft:
     waiting: bool = False
     breaker_nodes: set[str] = field(default_factory=set)  # failed, but held by the breaker
     suspect_nodes: set[str] = field(default_factory=set)
+    # Actives swapped out this pass because a worker never started on them -> the mark
+    # written on each (phased.core.recovery.stalled_nodes reads it back from the node later).
+    stalled: dict[str, str] = field(default_factory=dict)
     # Nodes failing as flapping in the trouble they are in now -> when it began: marked as
     # one that stopped the workers only if the failure is answered (core.recovery).
     flap_troubles: dict[str, datetime] = field(default_factory=dict)

@@ -28,6 +28,11 @@ ANNOTATION_CLEARING = f"{PREFIX}/clearing-since"
 # On a spare promoted to replace a failed node: "<failed node> <RFC 3339 time>", so a ledger
 # entry rebuilt after a lost status write still knows its replacement.
 ANNOTATION_REPLACES = f"{PREFIX}/replaces"
+# On a spare that was an active node on which a worker never started while its peers did
+# (swapped out for it: phased.core.recovery.swap_stalled): "<RFC 3339 time> <what it did>".
+# Such a spare is promoted last and given up first; the mark goes with its next role
+# change (a promotion, as the last resort, tries it again) or its release.
+ANNOTATION_STALLED = f"{PREFIX}/stalled"
 
 # What cluster autoscalers read as "do not remove this node": Cluster Autoscaler's
 # scale-down-disabled and Karpenter's do-not-disrupt, each "true". Phased writes those a held
@@ -52,6 +57,7 @@ OWNERSHIP_ANNOTATIONS = (
     ANNOTATION_QUARANTINE,
     ANNOTATION_CLEARING,
     ANNOTATION_REPLACES,
+    ANNOTATION_STALLED,
 )
 OWNERSHIP_TAINTS = (TAINT_POOL, TAINT_QUARANTINE, TAINT_SPARE)
 

@@ -295,12 +295,15 @@ class SetNodeRole:
     """Change the role of a node the job already holds (e.g. promote a spare).
 
     ``replaces``: the failed node this promotion answers, written on the node with ``at``
-    (``ANNOTATION_REPLACES``) and cleared by any other role change."""
+    (``ANNOTATION_REPLACES``) and cleared by any other role change. ``stalled``: when, and what a
+    worker did not do on the node, swapped out of the active pool for it, written on it as
+    it is (``ANNOTATION_STALLED``); the mark is cleared when the role changes again."""
 
     node: str
     role: NodeRole
     replaces: str | None = None
     at: datetime | None = None
+    stalled: str | None = None
 
 
 @dataclass(frozen=True)

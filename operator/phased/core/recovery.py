@@ -664,14 +664,43 @@ def _refused_as(pod: PodInfo) -> str:
     return f"stopped a worker for its own sake ({pod.disruption})"
 
 
+def stalled_nodes(draft: Draft) -> dict[str, str]:
+    """The held spares swapped out of the active pool because a worker never started on them
+    while its peers did (:func:`swap_stalled`), with what the mark says: in this pass, or
+    in an earlier one (``ANNOTATION_STALLED``, which outlives the pass and the operator;
+    its pod, which said so, was deleted by the retry). Promoted last, never traded into a
+    troubled node's place, given up first when the pool shrinks (:func:`promoted_last`,
+    ``phased.core.sizing``); a promotion, as the last resort, clears the mark and tries
+    the node again."""
+    found = dict(draft.stalled)
+    for node in draft.held(NodeRole.SPARE):
+        mark = node.annotations.get(labels.ANNOTATION_STALLED)
+        if mark is not None and node.name not in found:
+            found[node.name] = mark
+    return found
+
+
+def promoted_last(draft: Draft) -> set[str]:
+    """The spares a promotion takes only when no other is left: a suspect within its grace,
+    one that refused a worker of the phase, one a condition taint blocks, one a worker
+    stalled on (:func:`stalled_nodes`)."""
+    return (
+        draft.suspect_nodes
+        | refusing_nodes(draft).keys()
+        | blocked_nodes(draft).keys()
+        | stalled_nodes(draft).keys()
+    )
+
+
 def _healthy_spares(draft: Draft, rejecting: Collection[str]) -> list[NodeInfo]:
     """The spares a troubled active may trade places with: under no suspicion, none that
-    refused a worker of the phase, and none a condition taint blocks (:func:`blocked_nodes`)."""
-    blocked = blocked_nodes(draft)
+    refused a worker of the phase, none a condition taint blocks (:func:`blocked_nodes`),
+    and none a worker stalled on (:func:`stalled_nodes`)."""
+    shunned = blocked_nodes(draft).keys() | stalled_nodes(draft).keys()
     return [
         s
         for s in promotable(draft)
-        if s.name not in draft.suspect_nodes and s.name not in rejecting and s.name not in blocked
+        if s.name not in draft.suspect_nodes and s.name not in rejecting and s.name not in shunned
     ]
 
 
@@ -682,8 +711,9 @@ def swap_stalled(draft: Draft, stalled: Mapping[str, str]) -> None:
     image its disk or registry mirror could not pull, a volume that would not attach there)
     trade places with the nearest healthy spares (none that refused a worker of the phase),
     while one is left, so the retry goes elsewhere: the worker there is stopped by that
-    retry. ``stalled``: node -> what it did. Not while the breaker holds failures
-    (automatic action is paused then)."""
+    retry. Each stays held as a spare marked with what it did (:func:`stalled_nodes`).
+    ``stalled``: node -> what it did. Not while the breaker holds failures (automatic
+    action is paused then)."""
     if draft.breaker_nodes or not stalled:
         return
     troubled = [n for n in draft.held(NodeRole.ACTIVE) if n.name in stalled]
@@ -704,7 +734,11 @@ def _swap_out(
         if spare is None:
             return
         answered = _hand_over(draft, node.name, spare.name)
-        draft.act(SetNodeRole(node=node.name, role=NodeRole.SPARE))
+        mark = stalled.get(node.name) if stalled else None
+        if mark is not None:
+            mark = f"{format_time(draft.now)} {mark}"
+            draft.stalled[node.name] = mark
+        draft.act(SetNodeRole(node=node.name, role=NodeRole.SPARE, stalled=mark))
         draft.act(
             SetNodeRole(
                 node=spare.name,
@@ -731,7 +765,8 @@ def _swap_out(
             f"active node {node.name} {why} and {bound}: spare {spare.name} "
             f"takes its place in phase {draft.phase.name}"
             + (f" (replacing {answered})" if answered is not None else "")
-            + f", {node.name} stays held as a spare",
+            + f", {node.name} stays held as a spare"
+            + (", promoted only when no other spare is left" if mark is not None else ""),
         )
 
 
@@ -796,7 +831,7 @@ def _promote(draft: Draft, world: int, lost_nodes: list[str]) -> int:
             promotable(draft),
             draft.held(NodeRole.ACTIVE),
             draft.tolerations,
-            draft.suspect_nodes | refusing_nodes(draft).keys() | blocked_nodes(draft).keys(),
+            promoted_last(draft),
         )
         if spare is None:
             return deficit - i

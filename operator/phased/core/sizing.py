@@ -129,7 +129,12 @@ from phased.core.pools import (
     type_total,
     unfit_now,
 )
-from phased.core.recovery import blocked_nodes, keep_troubled_out, promotable, refusing_nodes
+from phased.core.recovery import (
+    keep_troubled_out,
+    promotable,
+    promoted_last,
+    stalled_nodes,
+)
 from phased.core.scope import in_scope
 from phased.core.storage import checkpoint_place, claim_created, made_place
 from phased.core.times import format_time, parse_time, seconds_between
@@ -771,12 +776,13 @@ def _given_up_first(
     in_place: frozenset[str] = frozenset(),
 ) -> list[NodeInfo]:
     """The order in which held nodes are given up when the pool shrinks: those in trouble
-    within their grace (not Ready, suspect, held by the breaker) first, then — for a CPU
+    within their grace (not Ready, suspect, held by the breaker) and spares a worker stalled
+    on (:func:`~phased.core.recovery.stalled_nodes`) first, then — for a CPU
     phase allowed GPU nodes — its GPU nodes, then those not ``in_place`` (the spares
     already held, when the actives beyond a smaller pool could take their place: no role
     moves that need not), then the farthest from ``anchors``. The job keeps the nodes it
     can run on, and a CPU phase the nodes it pays CPU prices for."""
-    troubled = draft.suspect_nodes | draft.breaker_nodes
+    troubled = draft.suspect_nodes | draft.breaker_nodes | stalled_nodes(draft).keys()
     order = farthest_first(nodes, anchors)
     gpu_first = draft.phase.is_cpu_only and draft.settings.cpu.allow_gpu_nodes
     return sorted(
@@ -811,7 +817,7 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
         # taint blocks): a spare in trouble promoted here would only trade places again
         # before the generation starts (keep_troubled_out). None that is leaving the pool
         # (cordoned, tainted, out of the selector: promotable).
-        troubled = draft.suspect_nodes | refusing_nodes(draft).keys() | blocked_nodes(draft).keys()
+        troubled = promoted_last(draft)
         spare = sorted(
             nearest_first(promotable(draft), draft.held(NodeRole.ACTIVE)),
             key=lambda n: n.name in troubled,

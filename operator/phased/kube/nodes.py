@@ -355,10 +355,13 @@ class NodeVerbs:
         spare_taint: bool = False,
         replaces: str | None = None,
         now: datetime | None = None,
+        stalled: str | None = None,
     ) -> bool:
         """Give a held node ``role``. A node that becomes active is marked
         ``clearing-since`` (``now``): guests that borrowed it must leave (core.guests).
-        ``replaces`` (see ``SetNodeRole``) is written on it, and any earlier one cleared."""
+        ``replaces`` (see ``SetNodeRole``) is written on it, and any earlier one cleared.
+        ``stalled`` is written on it; without one, a ``stalled`` mark goes when the role
+        changes and stays when it does not (a role written again keeps the node's past)."""
 
         def mutate(node: JSON) -> JSON | None:
             if not self._held(node, job):
@@ -375,8 +378,13 @@ class NodeVerbs:
                 **self._mine(),
             }
             named = all(_labels(node).get(k) == v for k, v in names.items())
+            mark = _annotations(node).get(labels.ANNOTATION_STALLED)
+            if stalled is not None:
+                marked: str | None = stalled
+            else:
+                marked = mark if was == role.value else None
             same = was == role.value and taints == _taints(node) and note == replaces
-            if same and named and not guards:
+            if same and named and not guards and mark == marked:
                 return None
             annotations: dict[str, str | None] = {**guards}
             if role == NodeRole.ACTIVE and was != role.value and now is not None:
@@ -385,6 +393,8 @@ class NodeVerbs:
                 annotations[labels.ANNOTATION_CLEARING] = None
             if note != replaces:
                 annotations[labels.ANNOTATION_REPLACES] = replaces
+            if mark != marked:
+                annotations[labels.ANNOTATION_STALLED] = marked
             return {
                 "metadata": {
                     "labels": {labels.LABEL_ROLE: role.value, **names},
