@@ -384,6 +384,30 @@ def test_a_checkpoint_the_stopped_survivors_report_in_their_grace_is_the_resume_
     assert entry.resume_step == 1040  # what the workers were told, as long as it stays open
 
 
+def test_the_step_the_workers_carry_is_taken_back_after_a_lost_status_write():
+    """The pass that created the new generation (told step 1040) lost its status write: the
+    entry still says what the failure's pass saw (1000). The next pass reads the step off
+    the workers (``phased.dev/resume-step``) and takes it, with the lost work to it."""
+    ckpt = CheckpointRecord(step=1000, time=format_time(at(-900)), path="/c/1000")
+    snap = _failed(record={"last_checkpoint": ckpt})
+    cluster = landed(snap, decide(snap, REPORTING, T0), REPORTING)
+    cluster.reports = merge(
+        cluster.reports, _report(ReportKind.CHECKPOINT, 1040, at(2), rank=1, path="/c/1040")
+    )
+    cluster.advance(3)
+    before = cluster.status
+    restart = cluster.decide()
+    created = of_type(restart, CreatePod)
+    assert {c.manifest["metadata"]["labels"]["phased.dev/resume-step"] for c in created} == {"1040"}
+    cluster.apply(restart)
+    cluster.status = before  # the write was lost
+    (entry,) = before.failures
+    assert entry.resume_step == 1000
+    cluster.advance(1)
+    (entry,) = cluster.decide().status.failures
+    assert (entry.resume_step, entry.lost_work_seconds) == (1040, 0)
+
+
 def test_without_any_checkpoint_the_whole_phase_so_far_is_lost_work():
     snap = _failed()
     plan = decide(snap, REPORTING, T0)

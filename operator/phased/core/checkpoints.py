@@ -279,14 +279,13 @@ def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
     fields: dict[str, Any] = {"generation": draft.status.restart_generation}
     if not judged(draft):
         return fields
-    return fields | _lost_since(draft, detected)
+    return fields | _lost_since(draft, detected, resume_point(draft))
 
 
-def _lost_since(draft: Draft, detected: datetime) -> dict[str, Any]:
-    """The resume step and lost work of a failure detected at ``detected``, as the phase's
-    last checkpoint now says them (see :func:`lost_work`)."""
+def _lost_since(draft: Draft, detected: datetime, last: CheckpointRecord | None) -> dict[str, Any]:
+    """The resume step and lost work of a failure detected at ``detected``, resumed from
+    ``last`` (see :func:`lost_work`)."""
     fields: dict[str, Any] = {}
-    last = resume_point(draft)
     since: datetime | None = parse_time(draft.record.start_time)
     if last is not None:
         fields["resume_step"] = last.step
@@ -307,21 +306,63 @@ def answered(draft: Draft, generation: int, *, gang: bool) -> None:
     ledger said ``resumeStep`` 130 while the workers were told 140. An entry already resumed
     keeps what it has; one recorded without reports (or whose worker had succeeded: no lost
     work) has no step to take."""
+    last = resume_point(draft)
+    for i, entry in _open_entries(draft):
+        if entry.generation is not None and (
+            entry.generation < generation if gang else entry.generation == generation
+        ):
+            _take_step(draft, i, last)
+
+
+def recover_told(draft: Draft) -> None:
+    """The open failures of the phase take the step the later generation answering them
+    carries on its workers (``LABEL_RESUME_STEP``, what they were told): a status write lost
+    after their creates landed left the entry with the step of the failure's pass. The lost
+    work follows when that step is the phase's last checkpoint (its time is known); a
+    generation told no step (none was reported) leaves the entry as it is."""
+    pods = draft.phase_pods()
+    for i, entry in _open_entries(draft):
+        gen = entry.generation
+        later = [p for p in pods if gen is not None and p.generation > gen]
+        if not later:
+            continue
+        first = min(p.generation for p in later)
+        told = {p.labels.get(labels.LABEL_RESUME_STEP) for p in later if p.generation == first}
+        steps = sorted(int(t) for t in told if t is not None and t.isdigit())
+        if not steps or steps[0] == entry.resume_step:
+            continue
+        last = resume_point(draft)
+        if last is not None and last.step == steps[0]:
+            _take_step(draft, i, last)
+        else:
+            draft.ledger[i] = entry.model_copy(update={"resume_step": steps[0]})
+
+
+def _open_entries(draft: Draft) -> list[tuple[int, FailureRecord]]:
+    """The ledger entries of the running phase that interrupted workers whose step is still
+    to be taken: answered (cordoned), not resumed, recorded with reports judged (a resume
+    step or lost work; an entry whose worker had succeeded has neither)."""
     if not judged(draft):
+        return []
+    return [
+        (i, e)
+        for i, e in enumerate(draft.ledger)
+        if e.resumed is None
+        and e.cordoned is not None
+        and e.phase == draft.phase.name
+        and e.generation is not None
+        and (e.lost_work_seconds, e.resume_step) != (None, None)
+    ]
+
+
+def _take_step(draft: Draft, i: int, last: CheckpointRecord | None) -> None:
+    entry = draft.ledger[i]
+    detected = parse_time(entry.detected)
+    if detected is None:
         return
-    for i, entry in enumerate(draft.ledger):
-        if entry.resumed is not None or entry.cordoned is None or entry.phase != draft.phase.name:
-            continue
-        if entry.generation is None or (entry.lost_work_seconds, entry.resume_step) == (None, None):
-            continue
-        if not (entry.generation < generation if gang else entry.generation == generation):
-            continue
-        detected = parse_time(entry.detected)
-        if detected is None:
-            continue
-        fields = _lost_since(draft, detected)
-        if any(getattr(entry, k) != v for k, v in fields.items()):
-            draft.ledger[i] = entry.model_copy(update=fields)
+    fields = _lost_since(draft, detected, last)
+    if any(getattr(entry, k) != v for k, v in fields.items()):
+        draft.ledger[i] = entry.model_copy(update=fields)
 
 
 def resumed_at(draft: Draft, entry: FailureRecord) -> datetime | None:

@@ -132,6 +132,7 @@ def decide(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     # checkpoints reported, as the pass that answered the failure did.
     checkpoints.fold_reports(draft)
     recover_ledger(draft)
+    checkpoints.recover_told(draft)
     if draft.status.state in TERMINAL:
         _account(draft)
         return _finish(draft, finished=settle(draft))

@@ -80,6 +80,8 @@ LABEL_WORKER_SPEC = f"{PREFIX}/worker-spec"
 # The checkpoint interval the worker was told (PHASED_CHECKPOINT_INTERVAL_SECONDS), in seconds:
 # its generation is judged stale by it, whatever checkpoint.interval was edited to since.
 LABEL_CHECKPOINT_INTERVAL = f"{PREFIX}/checkpoint-interval"
+# The checkpoint step a worker was told to resume from (PHASED_RESUME_STEP); absent when none.
+LABEL_RESUME_STEP = f"{PREFIX}/resume-step"
 # The GPU shape the worker was made for: its phase's gpusPerNode, and its gpuTypes in order
 # joined by GPU_TYPES_SEPARATOR ("" for a CPU phase). Read back when the status write that
 # recorded a phase's start, with its shape, was lost (phased.core.podlabels.made_shape).

@@ -34,7 +34,8 @@ worker was made so (``true``/``false``: reports are judged only for workers that
 them), the label ``phased.dev/checkpoint-interval`` the interval it was told (in seconds:
 its generation is judged stale by it), and the label ``phased.dev/worker-spec`` is a digest
 of what the spec made it from (:func:`worker_spec`); when the phase has a reported checkpoint,
-``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from. A
+``PHASED_RESUME_FROM`` (its path) and ``PHASED_RESUME_STEP`` say what to resume from, and
+the label ``phased.dev/resume-step`` keeps the step (the ledger reads it back). A
 template may not use these volume names nor mount anything at ``REPORT_MOUNT``.
 """
 
@@ -233,7 +234,7 @@ class Worker:
                 t.value for t in self.phase.gpu_types
             ),
             labels.LABEL_MANAGED_BY: labels.MANAGED_BY,
-        }
+        } | ({labels.LABEL_RESUME_STEP: str(self.resume.step)} if self.resume is not None else {})
 
     @property
     def reporting(self) -> bool:
