@@ -49,7 +49,7 @@ from phased.core import labels
 from phased.core.conditions import ConditionType, find
 from phased.core.draft import NORMAL, WARNING, Draft
 from phased.core.model import EnsureClaim, EnsureSecret, PodPhase
-from phased.core.phases import generation_pods, latest_attempts, live
+from phased.core.phases import generation_pods, interrupted_generation, latest_attempts, live
 from phased.core.reports import Report
 from phased.core.storage import (
     claim_manifest,
@@ -276,7 +276,7 @@ def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
     reported: a silent node is found only after the node monitor grace, and the other
     workers may checkpoint meanwhile) and the lost work, from that checkpoint (or the phase
     start) to detection, 0 when the checkpoint came after it."""
-    fields: dict[str, Any] = {"generation": draft.status.restart_generation}
+    fields: dict[str, Any] = {"generation": interrupted_generation(draft.status)}
     if not judged(draft):
         return fields
     return fields | _lost_since(draft, detected, resume_point(draft))

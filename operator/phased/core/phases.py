@@ -124,6 +124,19 @@ def _bounded(value: int | None) -> int:
     return value if value is not None and 0 <= value <= MAX_GENERATION else 0
 
 
+def interrupted_generation(status: TrainingJobStatus) -> int:
+    """The generation a failure found now interrupts: the newest whose workers were made
+    (``created_generation``). Between a gang restart and the creation of its next
+    generation the status already names that next one, which no failure can interrupt (its
+    workers answer the failures): a node failing there interrupted the one being stopped.
+    Before, its ledger entry named the next generation, and waited to be resumed by a report
+    of a later one still (or of a rank replaced in it): it stayed open while the workers
+    trained, the job Recovering, its interruption charged on."""
+    created = status.created_generation
+    gen = status.restart_generation
+    return gen if created is None else min(created, gen)
+
+
 def next_generation(draft: Draft) -> int:
     """The generation new workers of the phase get: never one whose workers were made
     before (a lost status write after a gang restart must not start the old one again)."""

@@ -100,6 +100,7 @@ from phased.core.phases import (
     ENDED,
     fail,
     generation_pods,
+    interrupted_generation,
     latest_attempts,
     live,
     world_limit,
@@ -173,7 +174,7 @@ def _interrupted(draft: Draft, name: str, detected: datetime) -> dict[str, Any]:
     generation, and with reports the resume step and lost work — only the generation when
     its worker had succeeded (it lost no work)."""
     if worker_done_on(draft, name, detected):
-        return {"generation": draft.status.restart_generation}
+        return {"generation": interrupted_generation(draft.status)}
     return checkpoints.lost_work(draft, detected)
 
 
