@@ -275,21 +275,36 @@ def lost_work(draft: Draft, detected: datetime) -> dict[str, Any]:
     reports the step the next generation resumes from (:func:`resume_point`, whenever it was
     reported: a silent node is found only after the node monitor grace, and the other
     workers may checkpoint meanwhile) and the lost work, from that checkpoint (or the phase
-    start) to detection, 0 when the checkpoint came after it."""
+    start) to detection, 0 when the checkpoint came after it — less what the phase's earlier
+    entries count (:func:`_lost_since`)."""
     fields: dict[str, Any] = {"generation": interrupted_generation(draft.status)}
     if not judged(draft):
         return fields
-    return fields | _lost_since(draft, detected, resume_point(draft))
+    return fields | _lost_since(draft, detected, resume_point(draft), len(draft.ledger))
 
 
-def _lost_since(draft: Draft, detected: datetime, last: CheckpointRecord | None) -> dict[str, Any]:
+def _lost_since(
+    draft: Draft, detected: datetime, last: CheckpointRecord | None, before: int
+) -> dict[str, Any]:
     """The resume step and lost work of a failure detected at ``detected``, resumed from
-    ``last`` (see :func:`lost_work`)."""
+    ``last`` (see :func:`lost_work`), the ``before`` entries of the ledger ahead of it.
+
+    Each stretch of training is lost once: the work is counted from the checkpoint, or from
+    the latest resume (or, while open, detection) of an earlier entry of the phase that
+    counts lost work, whichever is later. Two nodes failing together stop the gang once,
+    and the restart redoes the work since the checkpoint once; before, each entry counted
+    it, and ``phased_job_lost_work_seconds_total`` twice what was lost."""
     fields: dict[str, Any] = {}
     since: datetime | None = parse_time(draft.record.start_time)
     if last is not None:
         fields["resume_step"] = last.step
         since = parse_time(last.time) or since
+    for earlier in draft.ledger[:before]:
+        if earlier.phase != draft.phase.name or earlier.lost_work_seconds is None:
+            continue
+        counted = parse_time(earlier.resumed) or parse_time(earlier.detected)
+        if counted is not None and counted <= detected and (since is None or counted > since):
+            since = counted
     if since is not None:
         fields["lost_work_seconds"] = round(max(0.0, (detected - since).total_seconds()), 3)
     return fields
@@ -360,7 +375,7 @@ def _take_step(draft: Draft, i: int, last: CheckpointRecord | None) -> None:
     detected = parse_time(entry.detected)
     if detected is None:
         return
-    fields = _lost_since(draft, detected, last)
+    fields = _lost_since(draft, detected, last, i)
     if any(getattr(entry, k) != v for k, v in fields.items()):
         draft.ledger[i] = entry.model_copy(update=fields)
 
