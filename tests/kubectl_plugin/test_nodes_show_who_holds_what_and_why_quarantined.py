@@ -75,3 +75,15 @@ def test_the_release_hint_names_the_installation_that_marked_the_nodes() -> None
         "release when repaired: phased release-node --installation default q1",
         "release when repaired: phased release-node --installation team-b q0",
     ]
+
+
+def test_a_spare_a_worker_stalled_on_is_listed_as_promoted_last() -> None:
+    spare = node("h100-012", "spare")
+    mark = "2026-03-01T02:00:00Z did not start worker llm-train-g1-3 within pendingGrace"
+    spare["metadata"]["annotations"]["phased.dev/stalled"] = mark
+    rows = views.nodes_view([*NODES, spare])
+    assert [r["stalled"] for r in rows if r["stalled"]] == [mark]
+    text = views.render_nodes(rows)
+    assert "PROMOTED LAST (a worker never started there while its peers did)" in text
+    assert f"  h100-012 (ml/llm): {mark}" in text
+    assert "PROMOTED LAST" not in views.render_nodes(views.nodes_view(NODES))

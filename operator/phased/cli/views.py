@@ -463,6 +463,8 @@ def nodes_view(nodes: Sequence[Mapping[str, Any]]) -> list[JSON]:
                 "accelerators": _accelerators(node),
                 "claimedAt": annotations.get(labels.ANNOTATION_CLAIMED_AT),
                 "installation": node_labels.get(labels.LABEL_INSTALLATION, ""),
+                # A worker never started there (when, what it did): promoted last.
+                "stalled": annotations.get(labels.ANNOTATION_STALLED),
                 "quarantine": None
                 if note is None
                 else {
@@ -502,6 +504,10 @@ def render_nodes(rows: Sequence[Mapping[str, Any]]) -> str:
     ]
     header = ["NODE", "JOB", "ROLE", "READY", "CORDONED", "ACCELERATORS", "CLAIMED (UTC)"]
     lines += _table(header, table, right=set())
+    stalled = [r for r in rows if r.get("stalled")]
+    if stalled:
+        lines += ["", "PROMOTED LAST (a worker never started there while its peers did)"]
+        lines += [f"  {r['name']} ({_owner(r)}): {r['stalled']}" for r in stalled]
     quarantined = [r for r in rows if r["role"] == "quarantined"]
     if quarantined:
         lines += ["", "QUARANTINED (kept cordoned until a person releases them)"]
