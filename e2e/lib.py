@@ -719,6 +719,22 @@ def _cgroup_pids(node: str) -> set[int]:
     return out
 
 
+def node_images(node: str, *args: str, check: bool = True) -> str:
+    """Run ``ctr images ARGS`` against the real node's containerd (namespace k8s.io, where
+    the kubelet's images are): ``tag``, ``rm``, ``ls``, as a registry mirror or a disk that
+    lost an image leaves one node without it."""
+    settings = real_node_settings()
+    ctr = Path(settings["PHASED_BIN_CONTAINERD"]) / "ctr"
+    sock = _node_dir(node) / "containerd.sock"
+    done = subprocess.run(
+        [str(ctr), "--address", str(sock), "-n", "k8s.io", "images", *args],
+        check=check,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout
+
+
 def node_container_pids(node: str) -> set[int]:
     """Pids of every container process (and pod sandbox) on the real node."""
     return _cgroup_pids(node)
