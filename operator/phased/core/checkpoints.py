@@ -322,10 +322,8 @@ def answered(draft: Draft, generation: int, *, gang: bool) -> None:
     keeps what it has; one recorded without reports (or whose worker had succeeded: no lost
     work) has no step to take."""
     last = resume_point(draft)
-    for i, entry in _open_entries(draft):
-        if entry.generation is not None and (
-            entry.generation < generation if gang else entry.generation == generation
-        ):
+    for i, _, gen in _open_entries(draft):
+        if gen < generation if gang else gen == generation:
             _take_step(draft, i, last)
 
 
@@ -336,14 +334,13 @@ def recover_told(draft: Draft) -> None:
     work follows when that step is the phase's last checkpoint (its time is known); a
     generation told no step (none was reported) leaves the entry as it is."""
     pods = draft.phase_pods()
-    for i, entry in _open_entries(draft):
-        gen = entry.generation
-        later = [p for p in pods if gen is not None and p.generation > gen]
+    for i, entry, gen in _open_entries(draft):
+        later = [p for p in pods if p.generation > gen]
         if not later:
             continue
         first = min(p.generation for p in later)
-        told = {p.labels.get(labels.LABEL_RESUME_STEP) for p in later if p.generation == first}
-        steps = sorted(int(t) for t in told if t is not None and t.isdigit())
+        told = (p.labels.get(labels.LABEL_RESUME_STEP, "") for p in later if p.generation == first)
+        steps = sorted(int(t) for t in told if t.isdigit())
         if not steps or steps[0] == entry.resume_step:
             continue
         last = resume_point(draft)
@@ -353,14 +350,15 @@ def recover_told(draft: Draft) -> None:
             draft.ledger[i] = entry.model_copy(update={"resume_step": steps[0]})
 
 
-def _open_entries(draft: Draft) -> list[tuple[int, FailureRecord]]:
+def _open_entries(draft: Draft) -> list[tuple[int, FailureRecord, int]]:
     """The ledger entries of the running phase that interrupted workers whose step is still
-    to be taken: answered (cordoned), not resumed, recorded with reports judged (a resume
-    step or lost work; an entry whose worker had succeeded has neither)."""
+    to be taken — answered (cordoned), not resumed, recorded with reports judged (a resume
+    step or lost work; an entry whose worker had succeeded has neither) — with their index
+    and the generation they interrupted."""
     if not judged(draft):
         return []
     return [
-        (i, e)
+        (i, e, e.generation)
         for i, e in enumerate(draft.ledger)
         if e.resumed is None
         and e.cordoned is not None

@@ -735,9 +735,9 @@ def _swap_out(
         if spare is None:
             return
         answered = _hand_over(draft, node.name, spare.name)
-        mark = stalled.get(node.name) if stalled else None
+        what = stalled.get(node.name) if stalled else None
+        mark = f"{format_time(draft.now)} {what}" if what is not None else None
         if mark is not None:
-            mark = f"{format_time(draft.now)} {mark}"
             draft.stalled[node.name] = mark
         draft.act(SetNodeRole(node=node.name, role=NodeRole.SPARE, stalled=mark))
         draft.act(
