@@ -75,7 +75,7 @@ from phased.core.podlabels import label_int, made_by_job
 from phased.core.pools import CPU_TYPE, LineShape, has_type_labels, waiting_shape
 from phased.core.quarantine import QuarantineNote, encode_quarantine
 from phased.core.settings import Settings
-from phased.kube.client import Invalid, KubeClient, KubeError, NotFound
+from phased.kube.client import ON_BEHALF, Invalid, KubeClient, KubeError, NotFound
 from phased.kube.convert import job_ref_from_raw, node_from_raw, node_pod_from_raw, pod_from_raw
 from phased.kube.events import EventVerbs
 from phased.kube.jobs import JobVerbs
@@ -370,6 +370,10 @@ class Reconciler:
         if before is not None and after is not None and _same_state(before, after):
             return  # a heartbeat: nothing a decision reads has changed
         owners = {n.owner_uid for n in (before, after) if n is not None and n.owner_uid}
+        node = after if after is not None else before
+        if owners and node is not None and logger.isEnabledFor(logging.DEBUG):
+            waking = ", ".join(map(self._label, sorted(owners)))
+            logger.debug("node %s changed, waking %s", node.name, waking)
         for uid in owners:
             self.trigger(uid)
         if after is None or after.owner_uid is None or _quarantined(before) != _quarantined(after):
@@ -532,6 +536,8 @@ class Reconciler:
     async def _guarded(self, uid: str) -> bool:
         started = time.perf_counter()
         ok = True
+        ON_BEHALF.set(self._label(uid))  # this task's own context: its requests' trace lines
+        self._trace(uid, "began")
         try:
             await self.reconcile(uid)
         except KubeError as exc:
@@ -543,13 +549,21 @@ class Reconciler:
         finally:
             self.passes += 1
             self.last_pass_at = time.monotonic()
+            took = time.perf_counter() - started
             if self.metrics:
-                self.metrics.reconcile_finished(time.perf_counter() - started, error=not ok)
+                self.metrics.reconcile_finished(took, error=not ok)
+            self._trace(uid, f"ended in {1000 * took:.1f} ms{'' if ok else ', failed'}")
         return ok
 
     def _label(self, uid: str) -> str:
         entry = self.jobs.get(uid)
         return f"{entry.ref.namespace}/{entry.ref.name}" if entry else uid
+
+    def _trace(self, uid: str, what: str) -> None:
+        """A stage of a pass in the trace (DEBUG on this module's logger, ``phased run
+        --trace``), beside the requests it sends (``phased.kube.client``)."""
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pass %s %s", self._label(uid), what)
 
     # -- one pass -------------------------------------------------------------------------------
 
@@ -578,6 +592,7 @@ class Reconciler:
         finally:
             _settle(listing)
             _settle(clearing)
+        self._trace(uid, "read")
         now = self.clock()
         plan = decide(snapshot, self.settings, now)
         for _ in range(_REDECIDES):
@@ -587,12 +602,14 @@ class Reconciler:
             pods = {**snapshot.node_pods, **looked}
             snapshot = replace(snapshot, node_pods=pods)
             plan = decide(snapshot, self.settings, now)
+        self._trace(uid, f"decided: {_summary(plan)}")
         entry.claim_refused = False
         try:
             await self._act(entry, plan, now)
         except _Refused as refusal:
             await self._say_refused(entry, snapshot, refusal.error, now)
             raise refusal.error from None
+        self._trace(uid, "acted")
         if entry.claim_refused:
             # The plan's status holds a node it did not get: like a failed action, the
             # status is not written (nor observed), and the job is decided again shortly
@@ -1262,6 +1279,14 @@ class Reconciler:
                 entry.timer.cancel()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _summary(plan: Plan) -> str:
+    """A plan's actions counted by kind, in the order they first come (for the trace)."""
+    kinds: dict[str, int] = {}
+    for action in plan.actions:
+        kinds[type(action).__name__] = kinds.get(type(action).__name__, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in kinds.items()) or "nothing to do"
 
 
 def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:

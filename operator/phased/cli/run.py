@@ -55,6 +55,12 @@ def register(sub: Any) -> None:
         help="name of the leader-election Lease",
     )
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="log every API request (its path, answer and time, and the job it was sent "
+        "for), each pass's stages and the node changes that wake jobs, with millisecond times",
+    )
     parser.set_defaults(func=run)
 
 
@@ -70,6 +76,9 @@ def read_settings(path: str | None) -> Settings:
 
 
 MIN_REPORT_KEY = 32
+
+# The loggers ``--trace`` turns to DEBUG: the requests, the passes and the node changes.
+TRACED = ("phased.kube.client", "phased.reconcile")
 
 
 def read_report_key(settings: Settings) -> bytes | None:
@@ -96,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
     )
     for noisy in ("kopf.objects", "kopf._core.engines.peering", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.trace:
+        for traced in TRACED:
+            logging.getLogger(traced).setLevel(logging.DEBUG)
     try:
         settings = read_settings(args.settings)
         report_key = read_report_key(settings)

@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
@@ -20,6 +22,10 @@ from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
 logger = logging.getLogger(__name__)
+
+# Who a request is sent for (a job's ``namespace/name``), named in its trace line: set by
+# the caller for the task it runs (a pass), inherited by the tasks that task starts.
+ON_BEHALF: ContextVar[str] = ContextVar("on_behalf", default="")
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
@@ -166,16 +172,20 @@ class KubeClient:
         verb: str,
         resource: str,
     ) -> JSON:
+        started = time.perf_counter()
         try:
             response = await self._send(method, path, query, body, content_type, self._timeout)
             raw = await response.read()
         except (TimeoutError, OSError) as exc:
+            _trace(method, path, "unreachable", started)
             raise _unreachable(exc, verb, resource) from exc
         except Exception as exc:  # aiohttp client errors and the like: the API is unreachable
             if type(exc).__module__.startswith("aiohttp"):
+                _trace(method, path, "unreachable", started)
                 raise _unreachable(exc, verb, resource) from exc
             raise
         status = int(response.status)
+        _trace(method, path, status, started)
         data = _decoded(raw)
         if 200 <= status < 300:
             return data
@@ -244,6 +254,17 @@ class KubeClient:
             header_params=header_params,
             body=serialized,
             _request_timeout=request_timeout,
+        )
+
+
+def _trace(method: str, path: str, outcome: int | str, started: float) -> None:
+    """One request's line in the trace (DEBUG on this module's logger, ``phased run
+    --trace``): as client-go logs a request at ``-v=6``, with the job it was sent for."""
+    if logger.isEnabledFor(logging.DEBUG):
+        took = 1000 * (time.perf_counter() - started)
+        behalf = ON_BEHALF.get()
+        logger.debug(
+            "%s %s %s in %.1f ms%s", method, path, outcome, took, f" for {behalf}" if behalf else ""
         )
 
 
