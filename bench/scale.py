@@ -4,7 +4,7 @@
                           [--no-profile]
                           [--baseline REF [--rounds N]] [--node-lease-seconds 40]
                           [--cluster NAME --port-base PORT]
-                          [--keep-cluster] [--reuse-cluster] [--no-write]
+                          [--keep-cluster] [--reuse-cluster] [--no-write] [--trace]
 
 Starts its OWN cluster instance (``phased-bench-scale``, ports 32810-32815, its own folder
 under ``~/.cache/phased/``), never the default one, grows it from size to size (nodes are
@@ -39,6 +39,12 @@ the figures go to their own section of RESULTS.md ("before and after"). The base
 runs under the profiler. ``--rounds N`` runs both N times at each size, in alternating
 order (before, after, after, before, ...), so that load from others on a shared machine
 falls on both alike; the comparison pools the rounds.
+
+With ``--trace`` this checkout's operator runs with ``phased run --trace``, and its log is
+read against the failures (``bench/swaptrace.py``): when the operator took each node's change,
+when the pass answering it began and ended, when the first new worker was asked for and
+created, and what that pass spent its time on (its stages, its requests by kind). The trace
+costs the operator a log line per request; the baseline runs without it.
 
 With profiling on (the default; ``PHASED_BENCH_PROFILE=0`` or ``--no-profile`` turns it
 off) the operator at the largest size runs under ``python -m cProfile`` and the top
@@ -101,6 +107,8 @@ from common import (
     table,
     write_section,
 )
+from swaptrace import Failure, parse, timeline
+from swaptrace import report as trace_report
 
 WORKERS = 8
 SPARES = 2
@@ -311,6 +319,8 @@ class SizeResult:
     idle_watch_kib: float = 0.0  # watch event bytes per minute, in KiB
     watches_open: Counts = field(default_factory=dict)  # the operator's open watches
     fail_api: Counts = field(default_factory=dict)  # per failure
+    made: list[Failure] = field(default_factory=list)  # with --trace: each failure's times
+    trace: str = ""  # with --trace: where a swap's time went (bench/swaptrace.py)
 
     @property
     def failures(self) -> int:
@@ -343,6 +353,7 @@ def run_size(
     profile: Path | None,
     variant: tuple[str, dict[str, str]] = ("this checkout", {}),
     idle: float = 60.0,
+    trace: bool = False,
 ) -> SizeResult:
     label, env = variant
     nodes = nodes_for(size, jobs, failures)
@@ -377,10 +388,13 @@ def run_size(
     tag = "".join(c if c.isalnum() else "-" for c in label)
     log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}-{tag}.log"
     log.unlink(missing_ok=True)
+    extra = ["--trace"] if trace else []
     if profile is not None:
-        op: Operator = ProfiledOperator(cluster.kubeconfig, log, profile_path=profile, env=env)
+        op: Operator = ProfiledOperator(
+            cluster.kubeconfig, log, profile_path=profile, env=env, extra_args=extra
+        )
     else:
-        op = Operator(cluster.kubeconfig, log, env=env)
+        op = Operator(cluster.kubeconfig, log, env=env, extra_args=extra)
     t0 = time.monotonic()
     op.start(wait_ready=False)
     op.wait_ready(timeout=300)
@@ -451,6 +465,7 @@ def run_size(
             victim = sorted(by_job[job_uid], key=lambda p: p.metadata.name)[0]
             node = victim.spec.node_name
             before = {p.metadata.uid for p in by_job[job_uid]}
+            injected = time.time()
             lib.make_node_not_ready(core, node, wait=None)
 
             def not_ready(node: str = node) -> bool:
@@ -458,6 +473,7 @@ def run_size(
 
             lib.wait_until(not_ready, 30, interval=0.05)
             visible = time.monotonic()
+            visible_at = time.time()
 
             cordoned: list[float] = []
 
@@ -474,14 +490,17 @@ def run_size(
                 ).items
                 return any(p.metadata.uid not in before for p in items)
 
+            job_label = f"{ns}/{victim.metadata.labels['phased.dev/job']}"
             try:
                 lib.wait_until(replaced, 60, interval=0.1)
                 result.reactions.append(time.monotonic() - visible)
+                result.made.append(Failure(node, job_label, injected, visible_at, time.time()))
                 # The cordon comes first in the operator's plan: seen by now, or in one look.
                 if cordoned or core.read_node(node).spec.unschedulable:
                     result.answers.append((cordoned or [time.monotonic()])[0] - visible)
             except lib.WaitTimeout:
                 result.missed += 1
+                result.made.append(Failure(node, job_label, injected, visible_at, None))
             peak = max(peak, proc_sample(pid)[0])
             lib.make_node_ready(core, node, wait=None)
             time.sleep(1.0)
@@ -517,6 +536,9 @@ def run_size(
     finally:
         op.stop()
         lib.delete_namespace(core, ns)
+    if trace:
+        lines = parse(log.read_text(errors="replace"))
+        result.trace = trace_report([timeline(f, lines) for f in result.made])
     # The next run's control window must not see this namespace's pods being removed.
     lib.wait_until(
         lambda: not any(n.metadata.name == ns for n in core.list_namespace().items),
@@ -976,6 +998,14 @@ is noise of the subtraction (the control's heartbeats are not exactly those of t
 window), not hidden.
 """
     body = text + "\n" + note
+    for r in results:
+        if r.trace:
+            body += (
+                f"\nWhere the time of a swap went at {r.asked:,} nodes ({r.operator}, "
+                "`--trace`: its log read against the failures by `bench/swaptrace.py`; log stamps "
+                'are to the millisecond; "answer" is the job\'s first pass after the operator '
+                "took the node's change):\n\n" + r.trace + "\n"
+            )
     if prof:
         body += (
             "\nProfile of the operator at the largest size (cProfile):\n\n```\n" + prof + "\n```\n"
@@ -1054,6 +1084,11 @@ def main(argv: list[str] | None = None) -> int:
         help="use the bench cluster of that name if it is running (kept by --keep-cluster)",
     )
     p.add_argument("--no-write", action="store_true")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="run this checkout's operator with --trace and show where each swap's time went",
+    )
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     profiling = not args.no_profile and os.environ.get("PHASED_BENCH_PROFILE", "1") != "0"
@@ -1113,6 +1148,7 @@ def main(argv: list[str] | None = None) -> int:
                             prof_path if profiled else None,
                             variant,
                             idle=args.idle,
+                            trace=args.trace and not baseline_run,
                         )
                     )
                 except Exception as exc:  # keep what the smaller sizes measured

@@ -1,0 +1,200 @@
+"""Where a swap's time goes: the operator's trace (``phased run --trace``) read against the
+failures a bench injected.
+
+The trace has three kinds of line (``phased.reconcile`` and ``phased.kube.client`` at DEBUG),
+each stamped by the log to the millisecond:
+
+- ``node NAME changed, waking NS/JOB``: a change of a node, as the operator took it;
+- ``pass NS/JOB began|read|decided: ...|acted|ended in X ms``: the stages of one pass;
+- ``METHOD PATH STATUS in X ms for NS/JOB``: one request, logged when its answer came.
+
+For each failure (the node, its job, and the bench's own times: injected, seen NotReady in
+the API, replacement pod seen), :func:`timeline` finds when the operator took the node's
+change, the pass that answered it, and the first worker pod created after it (the pass
+that sent it, the request's start and its answer). :func:`report` gives the median and p99
+of each moment, measured from the failure seen in the API, and what the answering pass
+spent its time on: its stages and its requests by kind.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from common import percentile, table
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) DEBUG (phased\.[\w.]+): (.*)$")
+_NODE = re.compile(r"^node (\S+) changed, waking (.+)$")
+_PASS = re.compile(r"^pass (\S+) (began|read|decided|acted|ended)\b(.*)$")
+_REQUEST = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) (\S+) (\S+) in ([\d.]+) ms(?: for (\S+))?$")
+
+
+@dataclass(frozen=True)
+class Line:
+    at: float  # seconds since the epoch, as the log stamped it
+    kind: str  # "node", "pass" or "request"
+    job: str  # ns/name: the job woken, passed, or sent for ("" if none)
+    what: str  # node: its name; pass: its stage; request: "METHOD kind"
+    took: float = 0.0  # request: its time in seconds (it started at ``at - took``)
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failure as the bench made it: wall-clock times (``time.time()``)."""
+
+    node: str
+    job: str  # ns/name
+    injected: float
+    visible: float
+    replaced: float | None  # the replacement pod seen; None: missed
+
+
+@dataclass
+class Timeline:
+    """A failure's moments in seconds since it was visible in the API (None: not found)."""
+
+    seen: float | None = None  # the operator took the node's change
+    answer_began: float | None = None  # the first pass of the job after that
+    answer_ended: float | None = None
+    creating_began: float | None = None  # the pass that sent the first create
+    create_sent: float | None = None
+    create_answered: float | None = None
+    replaced: float | None = None  # the bench saw the new pod
+    stages: dict[str, float] = field(default_factory=dict)  # the answering pass's, seconds
+    requests: dict[str, tuple[int, float]] = field(default_factory=dict)  # kind: (n, seconds)
+
+
+def resource_of(path: str) -> str:
+    """``/api/v1/namespaces/ns/pods/x`` -> ``pods``; ``.../trainingjobs/x/status`` ->
+    ``trainingjobs/status``; ``/api/v1/nodes/x`` -> ``nodes``."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts and parts[0] == "apis":
+        parts = parts[3:]  # apis/group/version
+    elif parts and parts[0] == "api":
+        parts = parts[2:]  # api/v1
+    if len(parts) >= 2 and parts[0] == "namespaces" and len(parts) > 2:
+        parts = parts[2:]
+    resource = parts[0] if parts else "?"
+    return f"{resource}/{parts[2]}" if len(parts) > 2 else resource
+
+
+def parse(text: str) -> list[Line]:
+    """The trace lines of an operator's log, in the log's order."""
+    lines: list[Line] = []
+    for raw in text.splitlines():
+        m = _STAMP.match(raw)
+        if not m:
+            continue
+        at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        message = m.group(3)
+        if m.group(2) == "phased.reconcile":
+            node = _NODE.match(message)
+            if node:
+                for job in node.group(2).split(", "):
+                    lines.append(Line(at, "node", job, node.group(1)))
+                continue
+            stage = _PASS.match(message)
+            if stage:
+                lines.append(Line(at, "pass", stage.group(1), stage.group(2), 0.0, stage.group(3)))
+        elif m.group(2) == "phased.kube.client":
+            request = _REQUEST.match(message)
+            if request:
+                method, path, _status, ms, job = request.groups()
+                what = f"{method} {resource_of(path)}"
+                lines.append(Line(at, "request", job or "", what, float(ms) / 1000, path))
+    return lines
+
+
+def timeline(failure: Failure, lines: Sequence[Line]) -> Timeline:
+    """The moments of one failure, read from the trace lines after it was injected."""
+    t = Timeline()
+    zero = failure.visible
+    if failure.replaced is not None:
+        t.replaced = failure.replaced - zero
+    mine = [x for x in lines if x.job == failure.job and x.at >= failure.injected - 0.001]
+    seen = next((x for x in mine if x.kind == "node" and x.what == failure.node), None)
+    if seen is None:
+        return t
+    t.seen = seen.at - zero
+    passes = [x for x in mine if x.kind == "pass" and x.at >= seen.at]
+    began = next((x for x in passes if x.what == "began"), None)
+    if began is None:
+        return t
+    t.answer_began = began.at - zero
+    ended = next((x for x in passes if x.what == "ended" and x.at >= began.at), None)
+    if ended is not None:
+        t.answer_ended = ended.at - zero
+        last = began.at
+        for stage in (x for x in passes if began.at <= x.at <= ended.at and x.what != "began"):
+            t.stages[stage.what] = t.stages.get(stage.what, 0.0) + stage.at - last
+            last = stage.at
+        for r in mine:
+            if r.kind == "request" and began.at <= r.at <= ended.at:
+                n, s = t.requests.get(r.what, (0, 0.0))
+                t.requests[r.what] = (n + 1, s + r.took)
+    create = next(
+        (x for x in mine if x.kind == "request" and x.what == "POST pods" and x.at >= began.at),
+        None,
+    )
+    if create is not None:
+        t.create_sent = create.at - create.took - zero
+        t.create_answered = create.at - zero
+        creating = [x for x in passes if x.what == "began" and x.at <= create.at]
+        if creating:
+            t.creating_began = creating[-1].at - zero
+    return t
+
+
+_MOMENTS = (
+    ("the operator took the node's change", "seen"),
+    ("the job's next pass began (the answer)", "answer_began"),
+    ("that pass ended", "answer_ended"),
+    ("the pass that creates the new workers began", "creating_began"),
+    ("its first pod create sent", "create_sent"),
+    ("... answered", "create_answered"),
+    ("the bench saw the new pod", "replaced"),
+)
+_STAGES = (
+    ("woken -> read (GET job, LIST pods, ...)", "read"),
+    ("read -> decided (decide, the claims' pod looks)", "decided"),
+    ("decided -> acted (the actions)", "acted"),
+    ("acted -> ended (events and status)", "ended"),
+)
+
+
+def _ms(values: Iterable[float | None]) -> tuple[int, str, str]:
+    got = [v for v in values if v is not None]
+    if not got:
+        return 0, "-", "-"
+    med = sorted(got)[(len(got) - 1) // 2]
+    return len(got), f"{1000 * med:.0f}", f"{1000 * percentile(got, 99):.0f}"
+
+
+def report(timelines: Sequence[Timeline]) -> str:
+    """Three tables: the moments of a swap, the answering pass's stages, and its requests
+    by kind (per failure: how many, and their time added up — requests sent at once add
+    up to more than the time they took together)."""
+    rows: list[tuple[str, object, str, str]] = []
+    for label, key in _MOMENTS:
+        n, med, p99 = _ms(getattr(t, key) for t in timelines)
+        rows.append((label, n, med, p99))
+    text = table(("moment, from the failure seen in the API", "found", "median ms", "p99 ms"), rows)
+    answered = [t for t in timelines if t.answer_ended is not None]
+    rows = []
+    for label, key in _STAGES:
+        n, med, p99 = _ms(t.stages.get(key) for t in answered)
+        rows.append((label, n, med, p99))
+    text += "\n\n" + table(("the answering pass's stage", "passes", "median ms", "p99 ms"), rows)
+    kinds = sorted({k for t in answered for k in t.requests})
+    rows = []  # the same columns
+    for kind in kinds:
+        counts = sorted(t.requests.get(kind, (0, 0.0))[0] for t in answered)
+        n, med, p99 = _ms(t.requests.get(kind, (0, 0.0))[1] for t in answered)
+        rows.append((kind, f"{counts[(len(counts) - 1) // 2]}", med, p99))
+    text += "\n\n" + table(
+        ("the answering pass's requests", "median count", "median ms (summed)", "p99 ms"), rows
+    )
+    return text

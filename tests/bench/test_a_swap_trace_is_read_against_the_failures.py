@@ -1,0 +1,139 @@
+"""The scale bench's ``--trace``: the operator's trace lines, as ``phased run --trace`` writes
+them, read against the failures the bench made (``bench/swaptrace.py``)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import swaptrace  # noqa: E402
+from phased.kube import client  # noqa: E402
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # phased run's
+T = datetime(2026, 12, 4, 22, 0, 0).timestamp()
+
+
+def stamp(seconds: float, name: str, message: str) -> str:
+    at = datetime.fromtimestamp(T + seconds)
+    return f"{at:%Y-%m-%d %H:%M:%S},{at.microsecond // 1000:03d} DEBUG {name}: {message}"
+
+
+LOG = "\n".join(
+    [
+        stamp(0.000, "phased.reconcile", "pass ns/job-1 began"),  # before the failure
+        stamp(0.100, "phased.reconcile", "pass ns/job-1 ended in 100.0 ms"),
+        "2026-12-04 22:00:01,000 INFO phased.reconcile: something else",
+        stamp(1.020, "phased.reconcile", "node n7 changed, waking ns/job-0, ns/job-1"),
+        stamp(1.025, "phased.reconcile", "pass ns/job-1 began"),
+        stamp(
+            1.055,
+            "phased.kube.client",
+            "GET /apis/phased.dev/v1alpha1/namespaces/ns/"
+            "trainingjobs/job-1 200 in 30.0 ms for ns/job-1",
+        ),
+        stamp(1.060, "phased.reconcile", "pass ns/job-1 read"),
+        stamp(1.070, "phased.reconcile", "pass ns/job-1 decided: 1 QuarantineNode, 2 DeletePod"),
+        stamp(1.110, "phased.kube.client", "PATCH /api/v1/nodes/n7 200 in 20.0 ms for ns/job-1"),
+        stamp(1.140, "phased.kube.client", "PATCH /api/v1/nodes/n9 200 in 20.0 ms for ns/job-1"),
+        stamp(
+            1.150,
+            "phased.kube.client",
+            "POST /api/v1/namespaces/ns/pods 201 in 5.0 ms for ns/other",
+        ),
+        stamp(1.160, "phased.reconcile", "pass ns/job-1 acted"),
+        stamp(1.200, "phased.reconcile", "pass ns/job-1 ended in 175.0 ms"),
+        stamp(1.300, "phased.reconcile", "pass ns/job-1 began"),
+        stamp(
+            1.350,
+            "phased.kube.client",
+            "POST /api/v1/namespaces/ns/pods 201 in 30.0 ms for ns/job-1",
+        ),
+        stamp(1.400, "phased.reconcile", "pass ns/job-1 ended in 100.0 ms"),
+    ]
+)
+
+
+def flat(text: str) -> str:
+    """A table's text with its cells' padding taken out."""
+    return " ".join(text.split())
+
+
+def test_a_failure_is_followed_from_the_node_change_to_the_first_create() -> None:
+    lines = swaptrace.parse(LOG)
+    failure = swaptrace.Failure(
+        "n7", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=T + 1.45
+    )
+    t = swaptrace.timeline(failure, lines)
+    assert t.seen == pytest.approx(0.020, abs=1e-6)
+    assert t.answer_began == pytest.approx(0.025, abs=1e-6)  # not the pass before the failure
+    assert t.answer_ended == pytest.approx(0.200, abs=1e-6)
+    assert t.creating_began == pytest.approx(0.300, abs=1e-6)
+    assert t.create_sent == pytest.approx(0.320, abs=1e-6)  # answered at .350, after 30 ms
+    assert t.create_answered == pytest.approx(0.350, abs=1e-6)
+    assert t.replaced == pytest.approx(0.450, abs=1e-6)
+    stages = {"read": 0.035, "decided": 0.010, "acted": 0.090, "ended": 0.040}
+    assert t.stages == pytest.approx(stages, abs=1e-6)
+    # Only the job's own requests in its answering pass (not the other job's create).
+    assert t.requests == {
+        "GET trainingjobs": (1, pytest.approx(0.030)),
+        "PATCH nodes": (2, pytest.approx(0.040)),
+    }
+    text = flat(swaptrace.report([t]))
+    assert "| PATCH nodes | 2 | 40 | 40 |" in text
+    assert "| its first pod create sent | 1 | 320 | 320 |" in text
+
+
+def test_a_missed_failure_or_an_untraced_node_is_said_as_not_found() -> None:
+    lines = swaptrace.parse(LOG)
+    missed = swaptrace.Failure("n8", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=None)
+    t = swaptrace.timeline(missed, lines)
+    assert (t.seen, t.answer_began, t.create_sent, t.replaced) == (None, None, None, None)
+    assert "| the operator took the node's change | 0 | - | - |" in flat(swaptrace.report([t]))
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/nodes/n1", "nodes"),
+        ("/api/v1/namespaces/ns/pods", "pods"),
+        ("/api/v1/namespaces/ns/pods/w-0", "pods"),
+        ("/apis/phased.dev/v1alpha1/namespaces/ns/trainingjobs/j/status", "trainingjobs/status"),
+        ("/api/v1/namespaces/ns/pods/w-0/eviction", "pods/eviction"),
+        ("/api/v1/pods?labelSelector=x", "pods"),
+    ],
+)
+def test_a_path_names_its_resource(path: str, resource: str) -> None:
+    assert swaptrace.resource_of(path) == resource
+
+
+def test_the_clients_trace_line_is_one_the_bench_reads(caplog: pytest.LogCaptureFixture) -> None:
+    handler_text: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            handler_text.append(self.format(record))
+
+    keep = Keep()
+    keep.setFormatter(logging.Formatter(FORMAT))
+    log = logging.getLogger("phased.kube.client")
+    log.addHandler(keep)
+    old = log.level
+    log.setLevel(logging.DEBUG)
+    token = client.ON_BEHALF.set("ns/job-1")
+    try:
+        client._trace("PATCH", "/api/v1/nodes/n7", 200, time.perf_counter() - 0.012)
+    finally:
+        client.ON_BEHALF.reset(token)
+        log.setLevel(old)
+        log.removeHandler(keep)
+    (line,) = swaptrace.parse("\n".join(handler_text))
+    assert (line.kind, line.job, line.what) == ("request", "ns/job-1", "PATCH nodes")
+    assert 0.012 <= line.took < 1.0
