@@ -44,7 +44,8 @@ With ``--trace`` this checkout's operator runs with ``phased run --trace``, and 
 read against the failures (``bench/swaptrace.py``): when the operator took each node's change,
 when the pass answering it began and ended, when the first new worker was asked for and
 created, and what that pass spent its time on (its stages, its requests by kind). The trace
-costs the operator a log line per request; the baseline runs without it.
+costs the operator a log line per request; the baseline runs with it too when its commit
+has it, and without it (no trace shown) when not.
 
 With profiling on (the default; ``PHASED_BENCH_PROFILE=0`` or ``--no-profile`` turns it
 off) the operator at the largest size runs under ``python -m cProfile`` and the top
@@ -656,6 +657,9 @@ class Baseline:
         self.label = f"before ({self.sha})"
         # The harness puts this checkout's operator/ first on PYTHONPATH; this replaces it.
         self.env = {"PYTHONPATH": str(self.path / "operator")}
+        # Whether its operator has ``phased run --trace`` (older commits do not).
+        run = self.path / "operator" / "phased" / "cli" / "run.py"
+        self.traces = run.exists() and '"--trace"' in run.read_text()
 
     def remove(self) -> None:
         subprocess.run(
@@ -1148,7 +1152,8 @@ def main(argv: list[str] | None = None) -> int:
                             prof_path if profiled else None,
                             variant,
                             idle=args.idle,
-                            trace=args.trace and not baseline_run,
+                            trace=args.trace
+                            and (not baseline_run or (baseline is not None and baseline.traces)),
                         )
                     )
                 except Exception as exc:  # keep what the smaller sizes measured
