@@ -1289,33 +1289,58 @@ def _summary(plan: Plan) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in kinds.items()) or "nothing to do"
 
 
+# Actions that go at once when they are next to each other in a plan: a change of one node
+# (each names it) and a pod's deletion. None needs another's answer, and none is what a pod
+# the plan creates, or a guest it evicts, waits for: those come after them, one run apart.
+_TOGETHER = (
+    ClaimNode,
+    SetNodeRole,
+    ReleaseNode,
+    QuarantineNode,
+    UnquarantineNode,
+    StartClearing,
+    FinishClearing,
+    DeletePod,
+)
+
+
 def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
     """A plan's actions (its events aside) as they are sent: each batch at once, one batch
     after another, in the plan's order.
 
-    Actions go one at a time, except a run of pod deletions next to each other in the plan,
-    sent at once (they do not depend on one another, and a new generation waits until every
-    one is gone), and a run of pod creations, sent in batches of 1, 2, 4, ... as the
-    ReplicaSet and Job controllers create pods ("slow start"): one create refused by the
-    namespace (a quota, a webhook) stops the run after one request, not after a gang's worth
-    of them, and a gang of 100 workers is asked for in 7 round trips, not 100."""
+    A run of node changes and pod deletions next to each other in the plan goes at once, so
+    long as no node comes twice in it (a second change of a node begins the next batch, after
+    the first has landed): a failure's answer — the failed node quarantined, its worker and
+    the survivors deleted, a spare promoted, another claimed to refill — is one round trip of
+    requests sent together instead of one after another. A run of pod creations goes in
+    batches of 1, 2, 4, ..., as the ReplicaSet and Job controllers create pods ("slow
+    start"): one create refused by the namespace (a quota, a webhook) stops the run after one
+    request, not after a gang's worth of them, and a gang of 100 workers is asked for in 7
+    round trips, not 100. Anything else (an eviction, a Service, Secret or claim ensured)
+    goes alone."""
     acts = [a for a in actions if not isinstance(a, EmitEvent)]
     start = 0
     while start < len(acts):
         kind = type(acts[start])
-        end = start
-        while end < len(acts) and type(acts[end]) is kind:
-            end += 1
-        run = acts[start:end]
-        if kind is DeletePod:
-            yield tuple(run)
+        end = start + 1
+        if isinstance(acts[start], _TOGETHER):
+            nodes = {getattr(acts[start], "node", None)}
+            while end < len(acts) and isinstance(acts[end], _TOGETHER):
+                node = getattr(acts[end], "node", None)
+                if node is not None and node in nodes:
+                    break
+                nodes.add(node)
+                end += 1
+            yield tuple(acts[start:end])
         elif kind is CreatePod:
-            size, at = 1, 0
-            while at < len(run):
-                yield tuple(run[at : at + size])
+            while end < len(acts) and type(acts[end]) is CreatePod:
+                end += 1
+            size, at = 1, start
+            while at < end:
+                yield tuple(acts[at : min(at + size, end)])
                 at, size = at + size, size * 2
         else:
-            yield from ((a,) for a in run)
+            yield (acts[start],)
         start = end
 
 

@@ -11,12 +11,14 @@ node is healthy again the job makes progress."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from phased.core.model import EmitEvent
+from phased.core.model import Action, EmitEvent
+from phased.reconcile import batches
 from tests.core.builders import Cluster
 from tests.hostile.test_random_failure_sequences_keep_the_pool_and_the_ledger_whole import (
     BOUNDED,
@@ -35,13 +37,31 @@ GANG = {**WORKER_SCOPE, "scope": "Gang"}  # ten nodes, no spare, a budget of one
 kills = st.one_of(st.none(), st.integers(0, 100))
 
 
+def landed_before_kill(actions: Sequence[Action], cut: int) -> list[Action]:
+    """What of a plan's actions (its events aside) landed when its pass was killed after
+    ``cut`` % of them. They go in batches (``reconcile.batches``), each batch's requests at
+    once: every batch before the kill landed whole, and of the one in flight any may have
+    landed — here as many as the cut reaches, its first ones for an even cut and its last
+    ones for an odd one."""
+    acts = [a for a in actions if not isinstance(a, EmitEvent)]
+    left = len(acts) * cut // 100
+    landed: list[Action] = []
+    for batch in batches(acts):
+        if left < len(batch):
+            landed.extend(batch[:left] if cut % 2 == 0 else batch[len(batch) - left :])
+            break
+        landed.extend(batch)
+        left -= len(batch)
+    return landed
+
+
 def _killed_pass(cluster: Cluster, cut: int) -> None:
-    """A pass killed after ``cut`` % of its actions landed: its status write is lost (and
-    the events it had not posted yet, like the others it would have)."""
+    """A pass killed after ``cut`` % of its actions landed (:func:`landed_before_kill`): its
+    status write is lost (and the events it had not posted yet, like the others it would
+    have)."""
     cluster.advance(1)
     plan = cluster.decide()
-    acts = [a for a in plan.actions if not isinstance(a, EmitEvent)]
-    for action in acts[: len(acts) * cut // 100]:
+    for action in landed_before_kill(plan.actions, cut):
         cluster.log.append(action)
         cluster._apply(action)
     cluster.schedule()

@@ -41,6 +41,9 @@ from phased.core.quarantine import decode_quarantine
 from phased.core.refusals import refused
 from phased.core.times import format_time
 from tests.core.builders import T0, Cluster, node, phase, spec, with_ready
+from tests.hostile.test_an_operator_killed_mid_pass_carries_on_from_what_is_in_the_cluster import (
+    landed_before_kill,
+)
 from tests.hostile.test_random_failure_sequences_keep_the_pool_and_the_ledger_whole import (
     BOUNDED,
     _healed,
@@ -148,7 +151,7 @@ class Line:
         cluster.waiting = self._claimants(j)
         plan = cluster.decide()
         acts = [a for a in plan.actions if not isinstance(a, EmitEvent)]
-        landing = acts if cut is None else acts[: len(acts) * cut // 100]
+        landing = acts if cut is None else landed_before_kill(acts, cut)
         refused_at = self._refused_at(j, landing)
         if refused_at is not None:
             landing = landing[:refused_at]

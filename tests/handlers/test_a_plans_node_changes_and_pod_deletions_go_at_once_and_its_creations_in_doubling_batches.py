@@ -1,12 +1,15 @@
-"""A plan's pod deletions are sent at once, its pod creations in batches of 1, 2, 4, ...
+"""A plan's node changes and pod deletions next to each other are sent at once, its pod
+creations in batches of 1, 2, 4, ...
 
-One request after another, a lost node's answer was a request per survivor of the gang to
-delete before the pass could end, and the new generation waits until every one is gone: at
-5,000 nodes and an API server under load, each round trip is tens of milliseconds. The
-creations go as the ReplicaSet and Job controllers send theirs ("slow start"): one create
-refused by the namespace stops the run after one request, and a gang is asked for in a few
-round trips. Every request of a batch is awaited before an error stops the plan, and the
-first error in the plan's order is the one that counts (a refusal is said on the job)."""
+One request after another, a lost node's answer was a round trip per node change (each a
+read and a patch) and per survivor of the gang to delete before the pass could end, and the
+new generation waits until every one is gone: at 5,000 nodes and an API server under load,
+each round trip is tens of milliseconds. A node changed twice in a plan is changed the
+second time once the first change landed. The creations go as the ReplicaSet and Job
+controllers send theirs ("slow start"): one create refused by the namespace stops the run
+after one request, and a gang is asked for in a few round trips. Every request of a batch is
+awaited before an error stops the plan, and the first error in the plan's order is the one
+that counts (a refusal is said on the job)."""
 
 from __future__ import annotations
 
@@ -19,12 +22,16 @@ import pytest
 from phased.api.v1alpha1 import NodeRole, TrainingJobStatus
 from phased.core.model import (
     Action,
+    ClaimNode,
     CreatePod,
     DeletePod,
     EmitEvent,
+    EnsureService,
     Plan,
     QuarantineNode,
+    ReleaseNode,
     SetNodeRole,
+    StartClearing,
 )
 from phased.core.settings import Settings
 from phased.kube.client import Forbidden, KubeClient, KubeError
@@ -57,22 +64,39 @@ def _swap(survivors: int, workers: int) -> tuple[Action, ...]:
     )
 
 
-def test_deletions_next_to_each_other_go_as_one_batch_and_creations_double() -> None:
+def test_node_changes_and_deletions_next_to_each_other_go_as_one_batch_and_creations_double() -> (
+    None
+):
     sizes = [(type(b[0]).__name__, len(b)) for b in batches(_swap(survivors=7, workers=12))]
     assert sizes == [
-        ("QuarantineNode", 1),
-        ("SetNodeRole", 1),
-        ("DeletePod", 7),  # an event between them does not split them: events go last
-        ("CreatePod", 1),
+        ("QuarantineNode", 9),  # the quarantine, the promotion and the 7 deletions: an event
+        ("CreatePod", 1),  # between them does not split them, events go last
         ("CreatePod", 2),
         ("CreatePod", 4),
         ("CreatePod", 5),
     ]
-    # Runs are kept in the plan's order; a run of another kind between them splits them.
-    split = (DeletePod("a"), SetNodeRole("s", NodeRole.ACTIVE), DeletePod("b"), DeletePod("c"))
+    # Runs are kept in the plan's order; an action of another kind between them splits them.
+    split = (DeletePod("a"), EnsureService({}), DeletePod("b"), SetNodeRole("s", NodeRole.ACTIVE))
     assert [len(b) for b in batches(split)] == [1, 1, 2]
     sent = [a for b in batches(_swap(7, 12)) for a in b]
     assert sent == [a for a in _swap(7, 12) if not isinstance(a, EmitEvent)]
+
+
+def test_a_node_changed_twice_in_a_plan_is_changed_once_the_first_change_landed() -> None:
+    plan = (
+        SetNodeRole("s", NodeRole.ACTIVE),
+        DeletePod("a"),
+        QuarantineNode("n", "NodeNotReady", "not ready", NOW, NOW),
+        StartClearing("s"),  # the same node: the next batch
+        ReleaseNode("n"),
+        ClaimNode("f", "7", NodeRole.SPARE),
+    )
+    assert [[type(a).__name__ for a in b] for b in batches(plan)] == [
+        ["SetNodeRole", "DeletePod", "QuarantineNode"],
+        # "s" again: the next batch, sent once the first is back (the release of "n" after
+        # its quarantine, too)
+        ["StartClearing", "ReleaseNode", "ClaimNode"],
+    ]
 
 
 class _Api:
@@ -130,9 +154,9 @@ def test_the_survivors_are_deleted_at_once_and_the_new_workers_created_in_doubli
 ) -> None:
     api = _Api()
     _act(monkeypatch, _swap(survivors=7, workers=8), api)
-    assert [len(b) for b in api.batches] == [1, 1, 7, 1, 2, 4, 1]
-    assert api.batches[2] == [f"llm-train-g0-r{i}" for i in range(7)]
-    assert api.batches[3:] == [
+    assert [len(b) for b in api.batches] == [9, 1, 2, 4, 1]
+    assert api.batches[0] == ["node", "node", *(f"llm-train-g0-r{i}" for i in range(7))]
+    assert api.batches[1:] == [
         ["llm-train-g1-r0"],
         ["llm-train-g1-r1", "llm-train-g1-r2"],
         [f"llm-train-g1-r{r}" for r in range(3, 7)],
