@@ -602,7 +602,8 @@ class Reconciler:
             pods = {**snapshot.node_pods, **looked}
             snapshot = replace(snapshot, node_pods=pods)
             plan = decide(snapshot, self.settings, now)
-        self._trace(uid, f"decided: {_summary(plan)}")
+        if logger.isEnabledFor(logging.DEBUG):
+            self._trace(uid, f"decided: {_summary(plan)}")
         entry.claim_refused = False
         try:
             await self._act(entry, plan, now)
