@@ -1305,15 +1305,24 @@ _TOGETHER = (
 )
 
 
+def _makes_active(action: Action) -> bool:
+    """A node made active: promoted, or claimed as an active."""
+    return isinstance(action, SetNodeRole | ClaimNode) and action.role == NodeRole.ACTIVE
+
+
 def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
     """A plan's actions (its events aside) as they are sent: each batch at once, one batch
     after another, in the plan's order.
 
     A run of node changes and pod deletions next to each other in the plan goes at once, so
     long as no node comes twice in it (a second change of a node begins the next batch, after
-    the first has landed): a failure's answer — the failed node quarantined, its worker and
-    the survivors deleted, a spare promoted, another claimed to refill — is one round trip of
-    requests sent together instead of one after another. A run of pod creations goes in
+    the first has landed) and no node is made active after another change of a node in it
+    (the node it replaces leaves first: a promotion that landed without the demotion or the
+    quarantine before it, the pass killed between them, left the pool an active beyond
+    ``nodes.max`` once the node it replaced was well again, which a running generation keeps
+    as a resize still to come). A failure's answer — the failed node quarantined and its
+    worker deleted; then a spare promoted, the survivors deleted and another node claimed to
+    refill — is two round trips of requests sent together instead of one after another. A run of pod creations goes in
     batches of 1, 2, 4, ..., as the ReplicaSet and Job controllers create pods ("slow
     start"): one create refused by the namespace (a quota, a webhook) stops the run after one
     request, not after a gang's worth of them, and a gang of 100 workers is asked for in 7
@@ -1326,11 +1335,17 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
         end = start + 1
         if isinstance(acts[start], _TOGETHER):
             nodes = {getattr(acts[start], "node", None)}
+            others = not _makes_active(acts[start]) and not isinstance(acts[start], DeletePod)
             while end < len(acts) and isinstance(acts[end], _TOGETHER):
                 node = getattr(acts[end], "node", None)
                 if node is not None and node in nodes:
                     break
+                if _makes_active(acts[end]) and others:
+                    break
                 nodes.add(node)
+                others = others or not (
+                    _makes_active(acts[end]) or isinstance(acts[end], DeletePod)
+                )
                 end += 1
             yield tuple(acts[start:end])
         elif kind is CreatePod:

@@ -94,6 +94,12 @@ def _killed_pass(cluster: Cluster, cut: int) -> None:
         (("edit", "spares", 0), None),
     ],
 )
+# Found once a batch's node changes went at once: a troubled active trading places with a
+# spare, the pass killed with only the promotion landed — an active beyond nodes.max, kept.
+@example(
+    job={**WORKER_SCOPE, "spares": 2},
+    happenings=[(("dark", 0), None), (("refused", 1, False), 35)],
+)
 def test_a_pass_killed_anywhere_is_carried_on_by_the_next(
     job: dict[str, Any], happenings: list[tuple[tuple[Any, ...], int | None]]
 ) -> None:
