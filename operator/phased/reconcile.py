@@ -1322,12 +1322,13 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
     ``nodes.max`` once the node it replaced was well again, which a running generation keeps
     as a resize still to come). A failure's answer — the failed node quarantined and its
     worker deleted; then a spare promoted, the survivors deleted and another node claimed to
-    refill — is two round trips of requests sent together instead of one after another. A run of pod creations goes in
-    batches of 1, 2, 4, ..., as the ReplicaSet and Job controllers create pods ("slow
-    start"): one create refused by the namespace (a quota, a webhook) stops the run after one
-    request, not after a gang's worth of them, and a gang of 100 workers is asked for in 7
-    round trips, not 100. Anything else (an eviction, a Service, Secret or claim ensured)
-    goes alone."""
+    refill — is two round trips of requests sent together instead of one after another.
+
+    A run of pod creations goes in batches of 1, 2, 4, ..., as the ReplicaSet and Job
+    controllers create pods ("slow start"): one create refused by the namespace (a quota, a
+    webhook) stops the run after one request, not after a gang's worth of them, and a gang
+    of 100 workers is asked for in 7 round trips, not 100. Anything else (an eviction, a
+    Service, Secret or claim ensured) goes alone."""
     acts = [a for a in actions if not isinstance(a, EmitEvent)]
     start = 0
     while start < len(acts):
