@@ -287,7 +287,9 @@ class Reconciler:
                 )
             ]
         )
-        self.node_verbs = NodeVerbs(kube, settings.installation, on_seen=self._node_seen)
+        self.node_verbs = NodeVerbs(
+            kube, settings.installation, on_seen=self._node_seen, known=self.nodes.get
+        )
         self.pod_verbs = PodVerbs(kube)
         self.job_verbs = JobVerbs(kube)
         self.event_verbs = EventVerbs(kube)

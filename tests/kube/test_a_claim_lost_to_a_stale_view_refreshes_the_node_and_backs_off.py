@@ -60,7 +60,9 @@ def test_a_lost_claim_puts_the_fresh_node_in_the_view_and_backs_off() -> None:
     taken = raw_node(7, owner="uid-other")
 
     async def scenario() -> list[float]:
-        rec, entry, api = _reconciler([(200, taken), (200, taken)])
+        conflict = (409, {"reason": "Conflict"})
+        # The view's copy says free: its patch is refused (the node moved on), the node read.
+        rec, entry, api = _reconciler([conflict, (200, taken), (200, taken)])
         dues = []
         for _ in range(2):
             start = time.monotonic()
@@ -74,7 +76,9 @@ def test_a_lost_claim_puts_the_fresh_node_in_the_view_and_backs_off() -> None:
         assert view is not None and view.owner_uid == "uid-other"
         assert view.resource_version == "7"
         assert entry.lost_claims == 2
-        assert [m for m, _ in api.calls] == ["GET", "GET"]  # no PATCH on a node not free
+        # The only patch is the one made from the view, refused by its precondition; the
+        # second claim reads the view's new copy (taken), has nothing to patch, and reads.
+        assert [m for m, _ in api.calls] == ["PATCH", "GET", "GET"]
         return dues
 
     first, second = asyncio.run(scenario())
@@ -85,13 +89,15 @@ def test_a_won_claim_resets_the_backoff_and_updates_the_view() -> None:
     mine = raw_node(3, owner=JOB.uid)
 
     async def scenario() -> None:
-        rec, entry, _ = _reconciler([(200, raw_node(1)), (200, mine), (200, {"items": []})])
+        # One patch made from the view, then the look at the node's pods.
+        rec, entry, api = _reconciler([(200, mine), (200, {"items": []})])
         entry.lost_claims = 4
         _looked_empty(rec)
         await rec._perform(entry, ClaimNode("h1", "1", NodeRole.ACTIVE), NOW)
         assert entry.lost_claims == 0
         view = rec.nodes.get("h1")
         assert view is not None and view.owner_uid == JOB.uid
+        assert [m for m, _ in api.calls] == ["PATCH", "GET"]
 
     asyncio.run(scenario())
 

@@ -123,4 +123,11 @@ def test_a_change_that_finds_the_node_gone_or_not_the_jobs_puts_that_in_the_view
     assert op.rec.nodes.get("n0") is None
     n1 = op.rec.nodes.get("n1")
     assert n1 is not None and n1.owner_uid == "uid-other" and n1.resource_version == "999"
-    assert cluster.patches() == []
+    # Each change was first made from the view and refused (404; 409, the node moved on),
+    # then n1 read: nothing was written to a node gone or no longer the job's.
+    assert cluster.calls == [
+        ("PATCH", "/api/v1/nodes/n0"),
+        ("PATCH", "/api/v1/nodes/n1"),
+        ("GET", "/api/v1/nodes/n1"),
+    ]
+    assert cluster.nodes["n1"]["metadata"]["labels"] == other

@@ -28,6 +28,10 @@ class Taint:
     key: str
     value: str = ""
     effect: str = "NoSchedule"
+    # ``timeAdded`` as the API wrote it (NoExecute taints; the eviction clock of pods that
+    # tolerate them for a while): kept so that a node patched from the view keeps it. No
+    # decision reads it, and two taints differing only there are the same taint.
+    time_added: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

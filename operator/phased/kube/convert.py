@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from phased.api.podtemplate import CHECKPOINT_VOLUME, WORKER_CONTAINER
+from phased.core import labels
 from phased.core.model import (
     JobRef,
     NodeCondition,
@@ -78,12 +79,16 @@ def node_from_raw(raw: dict[str, Any]) -> NodeInfo:
             key=str(t.get("key", "")),
             value=str(t.get("value") or ""),
             effect=str(t.get("effect", "NoSchedule")),
+            time_added=str(t.get("timeAdded") or ""),
         )
         for t in spec.get("taints") or []
         if isinstance(t, dict)
     )
+    # Ours, and the autoscalers' guards that a claim writes (a node is patched from these).
     annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith("phased.dev/")
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k.startswith("phased.dev/") or k in labels.SCALE_DOWN_GUARDS
     }
     return NodeInfo(
         name=str(meta.get("name", "")),

@@ -24,7 +24,7 @@ from typing import Any
 
 from phased.api.v1alpha1 import NodeRole
 from phased.core import labels
-from phased.core.model import JobRef
+from phased.core.model import JobRef, NodeInfo
 from phased.core.ownership import holds, marks
 from phased.core.quarantine import decode_quarantine, encode_quarantine
 from phased.kube.client import JSON, MERGE_PATCH, Conflict, KubeClient, KubeError, NotFound
@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 Mutation = Callable[[JSON], JSON | None]  # fresh node -> patch body, or None to give up
 Seen = Callable[[str, JSON | None], None]  # (name, the node as the API holds it; None: gone)
+Known = Callable[[str], NodeInfo | None]  # name -> the node as the caller's view holds it
 _ATTEMPTS = 4
 _RELEASE_PAUSES = (0.2, 0.5, 1.0, 2.0)  # seconds between rounds of _ATTEMPTS (a person waits)
 NODES = "/api/v1/nodes"
@@ -56,6 +57,32 @@ def _labels(node: JSON) -> dict[str, str]:
 
 def _annotations(node: JSON) -> dict[str, str]:
     return dict(((node.get("metadata") or {}).get("annotations")) or {})
+
+
+def _raw(node: NodeInfo) -> JSON:
+    """The fields of a Node that a change reads, as the API would send them, from the view's
+    copy (:func:`~phased.kube.convert.node_from_raw` keeps them all)."""
+    taints: list[JSON] = []
+    for t in node.taints:
+        taint: JSON = {"key": t.key, "effect": t.effect}
+        if t.value:
+            taint["value"] = t.value
+        if t.time_added:
+            taint["timeAdded"] = t.time_added
+        taints.append(taint)
+    spec: JSON = {"taints": taints} if taints else {}
+    if node.unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "metadata": {
+            "name": node.name,
+            "uid": node.uid,
+            "resourceVersion": node.resource_version,
+            "labels": dict(node.labels),
+            "annotations": dict(node.annotations),
+        },
+        "spec": spec,
+    }
 
 
 def _owner(node: JSON) -> str | None:
@@ -217,14 +244,20 @@ class HandRelease:
 class NodeVerbs:
     """``on_seen`` is told every node as a change read or wrote it (the fresh read that gave
     up, the patch's answer; ``None`` when it is gone): the newest state the API has shown,
-    for the caller's view, before the watch delivers it."""
+    for the caller's view, before the watch delivers it. ``known`` gives the node as that
+    view holds it: a change is first made from it (:meth:`_update`)."""
 
     def __init__(
-        self, kube: KubeClient, installation: str = "", on_seen: Seen | None = None
+        self,
+        kube: KubeClient,
+        installation: str = "",
+        on_seen: Seen | None = None,
+        known: Known | None = None,
     ) -> None:
         self._kube = kube
         self.installation = installation
         self._on_seen = on_seen
+        self._known = known
 
     def _seen(self, name: str, node: JSON | None) -> None:
         if self._on_seen is not None:
@@ -244,7 +277,32 @@ class NodeVerbs:
         self, name: str, mutate: Mutation, gone: Callable[[], None] | None = None
     ) -> JSON | None:
         """Read, mutate, patch with a resourceVersion precondition; retry lost races.
-        ``gone`` is called when the node turns out deleted (its read or its patch 404)."""
+        ``gone`` is called when the node turns out deleted (its read or its patch 404).
+
+        The first try is made from the node as the caller's view holds it (``known``), as a
+        controller writes from its informer's cache: the view keeps every field a change
+        reads (labels, our annotations and the autoscalers' guards, taints with their
+        ``timeAdded``, the cordon) at the resourceVersion it names, so the precondition
+        holds exactly when the API still has that node, and a change is one request, not
+        a read and a write. A view that is behind (409), or on which there is nothing to
+        change (the API may know better), is followed by the read."""
+        cached = self._known(name) if self._known is not None else None
+        if cached is not None and cached.resource_version:
+            patch = mutate(_raw(cached))
+            if patch is not None:
+                patch.setdefault("metadata", {})["resourceVersion"] = cached.resource_version
+                try:
+                    written = await self._patch(name, patch)
+                except Conflict:
+                    pass  # the view is behind the API: read the node
+                except NotFound:
+                    self._seen(name, None)
+                    if gone is not None:
+                        gone()
+                    return None
+                else:
+                    self._seen(name, written)
+                    return written
         for _ in range(_ATTEMPTS):
             try:
                 node = await self.get(name)
@@ -261,15 +319,7 @@ class NodeVerbs:
                 "resourceVersion"
             ]
             try:
-                written = await self._kube.request(
-                    "patch",
-                    "PATCH",
-                    f"/api/v1/nodes/{name}",
-                    resource="nodes",
-                    body=patch,
-                    content_type=MERGE_PATCH,
-                    retry=True,
-                )
+                written = await self._patch(name, patch)
             except Conflict:
                 continue
             except NotFound:
@@ -281,6 +331,17 @@ class NodeVerbs:
             return written
         logger.warning("node %s kept changing under us; will retry on the next reconcile", name)
         return None
+
+    async def _patch(self, name: str, patch: JSON) -> JSON:
+        return await self._kube.request(
+            "patch",
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            resource="nodes",
+            body=patch,
+            content_type=MERGE_PATCH,
+            retry=True,
+        )
 
     async def claim(
         self,
@@ -343,8 +404,9 @@ class NodeVerbs:
         # what the API holds now. Before, it was handed back as ``fresh`` and put the
         # deleted node back into the view.
         result = await self._update(name, mutate, gone=seen.clear)
-        if result is not None and self._held(result, job):
-            return Claim(won=True, fresh=result)
+        if result is not None:
+            return Claim(won=self._held(result, job), fresh=result)
+        # Given up on a fresh read (the view's copy only ever leads to a patch or a read).
         return Claim(won=False, fresh=seen[0] if seen else None)
 
     async def set_role(

@@ -293,7 +293,7 @@ def fingerprint(raw: dict[str, Any]) -> int | None:
                 meta.get("creationTimestamp"),
                 meta.get("uid"),
                 tuple(
-                    (t.get("key"), t.get("value"), t.get("effect"))
+                    (t.get("key"), t.get("value"), t.get("effect"), t.get("timeAdded"))
                     for t in spec.get("taints") or ()
                     if isinstance(t, dict)
                 ),
