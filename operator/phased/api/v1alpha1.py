@@ -700,6 +700,13 @@ class Breaker(_Status):
     released_by: str | None = None  # the proceed annotation's value that released it
 
 
+class Healed(_Status):
+    """A quarantined node a pass found healthy, and when one first did."""
+
+    node: str
+    since: str
+
+
 class TroubleStart(_Status):
     """A trouble that began on a node of the job: what flap detection counts."""
 
@@ -829,6 +836,9 @@ class TrainingJobStatus(_Status):
     breaker: Breaker = Field(default_factory=Breaker)
     # Troubles that began on the job's nodes within failurePolicy.flapping.window.
     troubles: list[TroubleStart] = Field(default_factory=list)
+    # Quarantined nodes found healthy, with when a pass first did (ReturnToSpares): a GPU
+    # back in allocatable, or a fault condition removed rather than set False, dates nothing.
+    healed: list[Healed] = Field(default_factory=list)
 
     def to_k8s(self) -> dict[str, Any]:
         """The status as the API expects it: camelCase keys, no nulls."""

@@ -61,6 +61,7 @@ from phased.api.v1alpha1 import (
     MAX_NODES,
     FailureReason,
     FailureRecord,
+    Healed,
     HeldFailure,
     JobState,
     NodeReturnPolicy,
@@ -1597,16 +1598,34 @@ def _failed_as(pod: PodInfo) -> str:
 
 
 def return_healed(draft: Draft, type_key: str) -> None:
-    """Quarantined nodes that stayed healthy long enough go back (``ReturnToSpares``)."""
+    """Quarantined nodes that stayed healthy long enough go back (``ReturnToSpares``).
+
+    Healthy since the latest transition of its Ready and GPU-fault conditions — when that
+    came after its quarantine: the recovery is dated. When none did, nothing on the node
+    dates it (GPUs back in allocatable, a fault condition removed rather than set False,
+    a node Ready all along), and the first pass that found it healthy stands for it
+    (``status.healed``). Before, such a node was said healthy since long before its
+    quarantine and went back at once, whatever ``healthyBeforeReturn``. A pass that finds
+    it unhealthy forgets it: its clock starts again."""
     policy = draft.spec.failure_policy
     if policy.node_return != NodeReturnPolicy.RETURN_TO_SPARES:
+        draft.set(healed=[])
         return
     resource = gpu_resource(type_key, draft.settings)
     steady = parse_duration(policy.healthy_before_return)
+    seen = {h.node: parse_time(h.since) for h in draft.status.healed}
+    healed: list[Healed] = []
     for node in draft.held(NodeRole.QUARANTINED):
-        since = healthy_since(node, policy, resource, draft.phase.gpus_per_node)
-        if since is None:
+        dated = healthy_since(node, policy, resource, draft.phase.gpus_per_node)
+        if dated is None:
             continue
+        note = decode_quarantine(node.annotations.get(labels.ANNOTATION_QUARANTINE))
+        quarantined = (note.cordoned or note.detected) if note is not None else None
+        undated = quarantined is not None and dated <= quarantined
+        first = seen.get(node.name) or (draft.now if undated else dated)
+        first = min(first, draft.now)
+        healed.append(Healed(node=node.name, since=format_time(first)))
+        since = max(dated, first)
         left = steady - (draft.now - since).total_seconds()
         if left > 0:
             draft.later(left)
@@ -1650,6 +1669,7 @@ def return_healed(draft: Draft, type_key: str) -> None:
                     else "uncordoned and released to the cluster"
                 ),
             )
+    draft.set(healed=[h for h in healed if draft.roles.get(h.node) == NodeRole.QUARANTINED])
 
 
 def _cordoned_before(node: NodeInfo) -> bool:
