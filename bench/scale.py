@@ -16,9 +16,12 @@ quarantined, and are left alone). For each size a fresh operator process
 ``--failures`` nodes are made NotReady one after another, spread over the jobs. Reported:
 
 - reaction: the failure visible in the API (the bench sees Ready=False on the Node) -> the
-  replacement worker pod exists (median, p99), polled every 0.1 s; and the operator's first
-  answer to it: the failure visible -> the Node cordoned (``spec.unschedulable``), read in
-  the same polls;
+  replacement worker pod exists (median, p99); and the operator's first answer to it: the
+  failure visible -> the Node cordoned (``spec.unschedulable``). Each moment is when a
+  watch of the bench's own first shows it (``bench/moments.py``: one on the node, one on
+  the job's pods, begun before the failure); the bench also polls (every 0.05 s for the
+  node, 0.1 s for the pods) to know when to go on, and the polls' times stand in for a
+  failure the watches missed (said, and counted under the table);
 - reconcile throughput: passes/s from ``phased_reconcile_duration_seconds_count`` while idle
   and during the failures, and the mean pass duration;
 - resident memory (VmRSS) and CPU (utime+stime from /proc/<pid>/stat) of the operator;
@@ -63,6 +66,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -77,6 +81,7 @@ from e2e import lib
 from e2e.cluster.nodes import ensure_nodes
 from e2e.harness import CRD, Operator, metric_values
 
+import moments
 from apiload import (
     LONGRUNNING,
     REQUEST_LABELS,
@@ -113,6 +118,25 @@ from swaptrace import report as trace_report
 
 WORKERS = 8
 SPARES = 2
+WATCH_SECONDS = 70  # a failure's watches end by then (its replacement is waited for 60 s)
+
+
+def _not_ready(node: Any) -> bool:
+    conditions = node.status.conditions or []
+    return any(c.type == "Ready" and c.status == "False" for c in conditions)
+
+
+def _cordoned(node: Any) -> bool:
+    return bool(node.spec.unschedulable)
+
+
+def _not_among(known: set[str]) -> moments.Test:
+    def new(pod: Any) -> bool:
+        return pod.metadata.uid not in known
+
+    return new
+
+
 RECONCILE = "phased_reconcile_duration_seconds"
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -171,21 +195,24 @@ def proc_sample(pid: int) -> tuple[float, float]:
 class CallCounter:
     """Counts every call the bench makes through one ``ApiClient``, keyed as the API server
     keys it (``apiload.request_key``), so that the bench's share of a window can be taken
-    out of the API server's counters."""
+    out of the API server's counters; its watches' threads call too, hence the lock."""
 
     def __init__(self, api_client: Any) -> None:
         self.calls: Counts = {}
+        self._lock = threading.Lock()
         inner = api_client.call_api
 
         def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             key = request_key(method, url)
-            self.calls[key] = self.calls.get(key, 0.0) + 1
+            with self._lock:
+                self.calls[key] = self.calls.get(key, 0.0) + 1
             return inner(method, url, *args, **kwargs)
 
         api_client.call_api = counted
 
     def snapshot(self) -> Counts:
-        return dict(self.calls)
+        with self._lock:
+            return dict(self.calls)
 
 
 @dataclass
@@ -308,6 +335,7 @@ class SizeResult:
     idle_cpu_pct: float = 0.0
     busy_cpu_pct: float = 0.0
     missed: int = 0
+    polled: int = 0  # failures the watches missed, timed by the polls instead
     load: float = 0.0  # 1-minute load average at the end of the failures
     # The API server's view (apiload): per idle minute, the operator's share (the window
     # with the operator less a control window without it, the bench's calls taken out).
@@ -466,6 +494,24 @@ def run_size(
             victim = sorted(by_job[job_uid], key=lambda p: p.metadata.name)[0]
             node = victim.spec.node_name
             before = {p.metadata.uid for p in by_job[job_uid]}
+            # The same moments as a watch shows them (bench/moments.py): the reaction's ends.
+            selector = f"phased.dev/job-uid={job_uid}"
+            known = {
+                p.metadata.uid for p in core.list_namespaced_pod(ns, label_selector=selector).items
+            }
+            node_moments = moments.watch(
+                core.list_node,
+                {"not ready": _not_ready, "cordoned": _cordoned},
+                WATCH_SECONDS,
+                field_selector=f"metadata.name={node}",
+            )
+            pod_moments = moments.watch(
+                core.list_namespaced_pod,
+                {"replaced": _not_among(known)},
+                WATCH_SECONDS,
+                namespace=ns,
+                label_selector=selector,
+            )
             injected = time.time()
             lib.make_node_not_ready(core, node, wait=None)
 
@@ -494,11 +540,26 @@ def run_size(
             job_label = f"{ns}/{victim.metadata.labels['phased.dev/job']}"
             try:
                 lib.wait_until(replaced, 60, interval=0.1)
-                result.reactions.append(time.monotonic() - visible)
-                result.made.append(Failure(node, job_label, injected, visible_at, time.time()))
-                # The cordon comes first in the operator's plan: seen by now, or in one look.
-                if cordoned or core.read_node(node).spec.unschedulable:
-                    result.answers.append((cordoned or [time.monotonic()])[0] - visible)
+                seen_at = time.time()
+                node_moments.wait(5)
+                pod_moments.wait(5)
+                down = node_moments.at("not ready")
+                new = pod_moments.at("replaced")
+                fenced = node_moments.at("cordoned")
+                if down is not None and new is not None:
+                    result.reactions.append(new[0] - down[0])
+                    result.made.append(Failure(node, job_label, injected, down[1], new[1]))
+                    if fenced is not None:
+                        result.answers.append(fenced[0] - down[0])
+                else:  # the watch missed it (its error, if any, said): the polls' times
+                    result.polled += 1
+                    why = node_moments.error or pod_moments.error
+                    print(f"[{size}] {label}: {node} timed by polls ({why})", flush=True)
+                    result.reactions.append(time.monotonic() - visible)
+                    result.made.append(Failure(node, job_label, injected, visible_at, seen_at))
+                    # The cordon comes first in the operator's plan: seen by now, or in one look.
+                    if cordoned or core.read_node(node).spec.unschedulable:
+                        result.answers.append((cordoned or [time.monotonic()])[0] - visible)
             except lib.WaitTimeout:
                 result.missed += 1
                 result.made.append(Failure(node, job_label, injected, visible_at, None))
@@ -708,6 +769,7 @@ def pooled(runs: list[SizeResult]) -> SizeResult:
         idle_cpu_pct=mean([r.idle_cpu_pct for r in runs]),
         busy_cpu_pct=mean([r.busy_cpu_pct for r in runs]),
         missed=sum(r.missed for r in runs),
+        polled=sum(r.polled for r in runs),
         load=mean([r.load for r in runs]),
         asked=runs[0].asked,
         idle_s=mean([r.idle_s for r in runs]),
@@ -933,6 +995,12 @@ def report(
     prof = ""
     if profiling and prof_path.exists():
         prof = profile_report(prof_path)
+    polled = sum(r.polled for r in results)
+    polled_note = (
+        f" The watches missed {polled} failure(s) of all rows, timed by the polls instead."
+        if polled
+        else ""
+    )
     profiled_note = (
         "The largest size ran under cProfile (slower than without), so its figures are an "
         "upper bound."
@@ -966,8 +1034,11 @@ pod exists (the whole gang is recreated on the promoted spare, once the survivor
 are gone: kwok ends a deleted pod at once, so that is one more pass after their deletions
 come back); `notReadyGrace: 0s`, so this is the operator's own time (with a real grace, add
 it). Cordon = the same start -> the Node `spec.unschedulable`, the first action of the
-operator's answer (the quarantine), read in the same polls. The bench polls every 0.1 s and
-each poll is a GET and a list call, so a few tens of ms of the figures are the bench's; with
+operator's answer (the quarantine). Each moment is when a watch of the bench's own first
+showed it (one on the node, one on the job's pods, begun before the failure: the API
+server sends a change to every watcher alike, the operator's too); sections up to 4r read
+them in polls every 0.05 s (the node) and 0.1 s (the pods), which saw each end a poll's
+wait and a round trip late, so their figures are not comparable with these.{polled_note} With
 fewer than 100 failures a size, p99 is the slowest one. CPU % is of one
 core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
 failures, on {os.cpu_count()} CPUs (the machine is shared).
