@@ -88,7 +88,7 @@ def node_from_raw(raw: dict[str, Any]) -> NodeInfo:
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if k.startswith("phased.dev/") or k in labels.SCALE_DOWN_GUARDS
+        if k.startswith(f"{labels.PREFIX}/") or k in labels.SCALE_DOWN_GUARDS
     }
     return NodeInfo(
         name=str(meta.get("name", "")),
