@@ -1312,6 +1312,11 @@ def _makes_active(action: Action) -> bool:
     return isinstance(action, SetNodeRole | ClaimNode) and action.role == NodeRole.ACTIVE
 
 
+def _changes_another_way(action: Action) -> bool:
+    """A node change that makes no node active, which one made active must wait for."""
+    return not (_makes_active(action) or isinstance(action, DeletePod))
+
+
 def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
     """A plan's actions (its events aside) as they are sent: each batch at once, one batch
     after another, in the plan's order.
@@ -1338,7 +1343,7 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
         end = start + 1
         if isinstance(acts[start], _TOGETHER):
             nodes = {getattr(acts[start], "node", None)}
-            others = not _makes_active(acts[start]) and not isinstance(acts[start], DeletePod)
+            others = _changes_another_way(acts[start])
             while end < len(acts) and isinstance(acts[end], _TOGETHER):
                 node = getattr(acts[end], "node", None)
                 if node is not None and node in nodes:
@@ -1346,9 +1351,7 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
                 if _makes_active(acts[end]) and others:
                     break
                 nodes.add(node)
-                others = others or not (
-                    _makes_active(acts[end]) or isinstance(acts[end], DeletePod)
-                )
+                others = others or _changes_another_way(acts[end])
                 end += 1
             yield tuple(acts[start:end])
         elif kind is CreatePod:

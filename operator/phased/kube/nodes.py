@@ -290,58 +290,55 @@ class NodeVerbs:
         if cached is not None and cached.resource_version:
             patch = mutate(_raw(cached))
             if patch is not None:
-                patch.setdefault("metadata", {})["resourceVersion"] = cached.resource_version
-                try:
-                    written = await self._patch(name, patch)
-                except Conflict:
-                    pass  # the view is behind the API: read the node
-                except NotFound:
-                    self._seen(name, None)
-                    if gone is not None:
-                        gone()
-                    return None
-                else:
-                    self._seen(name, written)
+                landed, written = await self._write(name, cached.resource_version, patch, gone)
+                if landed:
                     return written
+                # 409: the view is behind the API: read the node
         for _ in range(_ATTEMPTS):
             try:
                 node = await self.get(name)
             except NotFound:
-                self._seen(name, None)
-                if gone is not None:
-                    gone()
+                self._gone(name, gone)
                 return None
             patch = mutate(node)
             if patch is None:
                 self._seen(name, node)
                 return None
-            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"][
-                "resourceVersion"
-            ]
-            try:
-                written = await self._patch(name, patch)
-            except Conflict:
-                continue
-            except NotFound:
-                self._seen(name, None)
-                if gone is not None:
-                    gone()
-                return None
-            self._seen(name, written)
-            return written
+            rv = node["metadata"]["resourceVersion"]
+            landed, written = await self._write(name, rv, patch, gone)
+            if landed:
+                return written
         logger.warning("node %s kept changing under us; will retry on the next reconcile", name)
         return None
 
-    async def _patch(self, name: str, patch: JSON) -> JSON:
-        return await self._kube.request(
-            "patch",
-            "PATCH",
-            f"/api/v1/nodes/{name}",
-            resource="nodes",
-            body=patch,
-            content_type=MERGE_PATCH,
-            retry=True,
-        )
+    async def _write(
+        self, name: str, rv: str, patch: JSON, gone: Callable[[], None] | None
+    ) -> tuple[bool, JSON | None]:
+        """Patch node ``name`` on the precondition that it is still at ``rv``: (True, the
+        node as written, or None when it is gone), or (False, None) when it changed (409)."""
+        patch.setdefault("metadata", {})["resourceVersion"] = rv
+        try:
+            written = await self._kube.request(
+                "patch",
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                resource="nodes",
+                body=patch,
+                content_type=MERGE_PATCH,
+                retry=True,
+            )
+        except Conflict:
+            return False, None
+        except NotFound:
+            self._gone(name, gone)
+            return True, None
+        self._seen(name, written)
+        return True, written
+
+    def _gone(self, name: str, gone: Callable[[], None] | None) -> None:
+        self._seen(name, None)
+        if gone is not None:
+            gone()
 
     async def claim(
         self,
