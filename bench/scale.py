@@ -2,7 +2,9 @@
 
     python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--idle 60]
                           [--no-profile]
-                          [--baseline REF [--rounds N]] [--node-lease-seconds 40]
+                          [--baseline REF] [--settings e2e|chart]
+                          [--baseline-settings e2e|chart] [--rounds N] [--change TEXT]
+                          [--node-lease-seconds 40]
                           [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--reuse-cluster] [--no-write] [--trace]
 
@@ -43,6 +45,14 @@ runs under the profiler. ``--rounds N`` runs both N times at each size, in alter
 order (before, after, after, before, ...), so that load from others on a shared machine
 falls on both alike; the comparison pools the rounds.
 
+``--settings`` names the settings the operator runs with: ``e2e`` (the default,
+``e2e/settings.yaml``, as the end-to-end tests run it) or ``chart`` (the chart's
+``settings`` as shipped in ``helm/phased/values.yaml``, which a ``helm install`` without
+overrides gives; the report endpoint, which the chart's Service and Secret complete, stays
+off). ``--baseline-settings`` runs the baseline with other settings than this checkout's:
+without ``--baseline``, the baseline is this checkout itself, so that the two rows differ
+in the settings alone.
+
 With ``--trace`` this checkout's operator runs with ``phased run --trace``, and its log is
 read against the failures (``bench/swaptrace.py``): when the operator took each node's change,
 when the pass answering it began and ended, when the first new worker was asked for and
@@ -79,7 +89,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml
 from e2e import lib
 from e2e.cluster.nodes import ensure_nodes
-from e2e.harness import CRD, Operator, metric_values
+from e2e.harness import CRD, TEST_SETTINGS, Operator, metric_values
 
 import moments
 from apiload import (
@@ -113,6 +123,7 @@ from common import (
     table,
     write_section,
 )
+from phased.api.durations import parse_duration
 from swaptrace import Failure, parse, timeline
 from swaptrace import report as trace_report
 
@@ -380,11 +391,12 @@ def run_size(
     jobs: int,
     failures: int,
     profile: Path | None,
-    variant: tuple[str, dict[str, str]] = ("this checkout", {}),
+    variant: Variant | None = None,
     idle: float = 60.0,
     trace: bool = False,
 ) -> SizeResult:
-    label, env = variant
+    variant = variant or Variant("this checkout", {}, "e2e")
+    label, env = variant.label, variant.env
     nodes = nodes_for(size, jobs, failures)
     result = SizeResult(nodes=nodes, operator=label, asked=size)
     created, _ = ensure_nodes(core, {"h100": nodes})
@@ -420,10 +432,21 @@ def run_size(
     extra = ["--trace"] if trace else []
     if profile is not None:
         op: Operator = ProfiledOperator(
-            cluster.kubeconfig, log, profile_path=profile, env=env, extra_args=extra
+            cluster.kubeconfig,
+            log,
+            profile_path=profile,
+            settings=settings_file(variant.settings),
+            env=env,
+            extra_args=extra,
         )
     else:
-        op = Operator(cluster.kubeconfig, log, env=env, extra_args=extra)
+        op = Operator(
+            cluster.kubeconfig,
+            log,
+            settings=settings_file(variant.settings),
+            env=env,
+            extra_args=extra,
+        )
     t0 = time.monotonic()
     op.start(wait_ready=False)
     op.wait_ready(timeout=300)
@@ -697,39 +720,123 @@ def profile_report(path: Path, top: int = 12) -> str:
     )
 
 
-class Baseline:
-    """The operator of another commit, checked out into a temporary git worktree."""
+CHART_VALUES = Path(__file__).resolve().parent.parent / "helm" / "phased" / "values.yaml"
+# What each ``--settings`` choice is called in the tables.
+SETTINGS_NAMES = {"e2e": "e2e settings", "chart": "chart defaults"}
 
-    def __init__(self, ref: str) -> None:
+
+def settings_file(which: str) -> Path:
+    """The settings file the operator runs with: ``e2e`` (``e2e/settings.yaml``) or ``chart``
+    (the chart's ``settings`` as shipped, written out as the chart's ConfigMap holds them
+    when the report endpoint is off)."""
+    if which == "e2e":
+        return TEST_SETTINGS
+    path = Path(tempfile.gettempdir()) / "phased-bench-chart-settings.yaml"
+    path.write_text(yaml.safe_dump(yaml.safe_load(CHART_VALUES.read_text())["settings"]))
+    return path
+
+
+def settings_note(which: str) -> str:
+    """What the runs at ``which`` settings look at while idle, in the report's words."""
+    raw = yaml.safe_load(settings_file(which).read_text()) or {}
+    resync = raw.get("resyncInterval", "30s")
+    seconds = parse_duration(resync)
+    where = (
+        "`e2e/settings.yaml`, as the end-to-end tests run it"
+        if which == "e2e"
+        else "the chart's `settings` as shipped in `helm/phased/values.yaml`"
+    )
+    return (
+        f"{SETTINGS_NAMES[which]} ({where}: `resyncInterval` {resync}, "
+        f"`nodeRelistInterval` {raw.get('nodeRelistInterval', '5m')}): while idle, each job "
+        f"is looked at once a resync (a GET of the job, a LIST of its pods) and its status "
+        f"refreshed (one PATCH), i.e. {60 / seconds:g} of each per job per idle minute"
+    )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One operator the run measures: its label in the tables, the environment that picks its
+    code (``PYTHONPATH``), the settings it runs with, and whether it has ``--trace``."""
+
+    label: str
+    env: dict[str, str]
+    settings: str
+    traces: bool = True
+
+
+class Baseline:
+    """The operator the checkout is compared with: another commit's, checked out into a
+    temporary git worktree (``ref``), or this checkout's own (no ``ref``) at other
+    ``settings`` than the checkout's (``mine``)."""
+
+    def __init__(self, ref: str | None, settings: str, mine: str) -> None:
         repo = Path(__file__).resolve().parent.parent
         self.repo = repo
-        self.sha = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--short", ref],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        self.path = Path(tempfile.mkdtemp(prefix="phased-bench-baseline-"))
-        shutil.rmtree(self.path)
-        subprocess.run(
-            ["git", "-C", str(repo), "worktree", "add", "--detach", str(self.path), self.sha],
-            check=True,
+        self.settings, self.mine = settings, mine
+        self.path: Path | None = None
+        self.sha = ""
+        env: dict[str, str] = {}
+        traces = True
+        if ref is not None:
+            self.sha = subprocess.run(
+                ["git", "-C", str(repo), "rev-parse", "--short", ref],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            self.path = Path(tempfile.mkdtemp(prefix="phased-bench-baseline-"))
+            shutil.rmtree(self.path)
+            subprocess.run(
+                ["git", "-C", str(repo), "worktree", "add", "--detach", str(self.path), self.sha],
+                check=True,
+            )
+            # The harness puts this checkout's operator/ first on PYTHONPATH; this replaces it.
+            env = {"PYTHONPATH": str(self.path / "operator")}
+            # Whether its operator has ``phased run --trace`` (older commits do not).
+            run = self.path / "operator" / "phased" / "cli" / "run.py"
+            traces = run.exists() and '"--trace"' in run.read_text()
+        self.label = f"before ({self._what(self.sha, settings)})"
+        self.variant = Variant(self.label, env, settings, traces)
+
+    def _what(self, sha: str, settings: str) -> str:
+        """A row's operator: its commit, and its settings where the two rows' differ."""
+        parts = [sha] if sha else []
+        if self.settings != self.mine:
+            parts.append(SETTINGS_NAMES[settings])
+        return ", ".join(parts)
+
+    def after(self) -> Variant:
+        """This checkout, the row after."""
+        sha, dirty = this_checkout()
+        label = f"after ({self._what(sha + ('+changes' if dirty else ''), self.mine)})"
+        return Variant(label, {}, self.mine)
+
+    def what(self) -> str:
+        """What the two rows are, for the note under the tables."""
+        if self.sha and self.settings != self.mine:
+            return (
+                f"the operator of {self.sha} at the {SETTINGS_NAMES[self.settings]} (before) "
+                f"and this checkout's at the {SETTINGS_NAMES[self.mine]} (after)"
+            )
+        if self.sha:
+            return f"the operator of {self.sha} (before) and this checkout's (after)"
+        return (
+            f"this checkout's operator at the {SETTINGS_NAMES[self.settings]} (before) and at "
+            f"the {SETTINGS_NAMES[self.mine]} (after)"
         )
-        self.label = f"before ({self.sha})"
-        # The harness puts this checkout's operator/ first on PYTHONPATH; this replaces it.
-        self.env = {"PYTHONPATH": str(self.path / "operator")}
-        # Whether its operator has ``phased run --trace`` (older commits do not).
-        run = self.path / "operator" / "phased" / "cli" / "run.py"
-        self.traces = run.exists() and '"--trace"' in run.read_text()
 
     def remove(self) -> None:
+        if self.path is None:
+            return
         subprocess.run(
             ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(self.path)],
             check=False,
         )
 
 
-def this_checkout() -> str:
+def this_checkout() -> tuple[str, bool]:
+    """This checkout's commit, and whether its operator/ differs from it."""
     repo = Path(__file__).resolve().parent.parent
     sha = subprocess.run(
         ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
@@ -743,7 +850,7 @@ def this_checkout() -> str:
         text=True,
         check=False,
     ).stdout.strip()
-    return f"after ({sha}{'+changes' if dirty else ''})"
+    return sha, bool(dirty)
 
 
 def pooled(runs: list[SizeResult]) -> SizeResult:
@@ -1009,8 +1116,7 @@ def report(
     )
     if baseline is not None:
         profiled_note += (
-            f" Each size ran the operator of {baseline.sha} (before) and this checkout's"
-            " (after), one after the other on the same cluster and nodes"
+            f" Each size ran {baseline.what()}, one after the other on the same cluster and nodes"
             + (
                 "."
                 if args.rounds == 1
@@ -1028,6 +1134,14 @@ def report(
         else f"{r.settled_s:.0f} s at {r.nodes:,} nodes"
         for r in results
     )
+    ran_with = "The operator runs with the " + settings_note(args.settings)
+    if baseline is not None and baseline.settings != args.settings:
+        ran_with = (
+            "Before, the operator runs with the "
+            + settings_note(baseline.settings)
+            + "; after, with the "
+            + settings_note(args.settings)
+        )
     note = f"""
 Reaction = the bench sees the Node Ready=False in the API -> the job's replacement worker
 pod exists (the whole gang is recreated on the promoted spare, once the survivors it stopped
@@ -1042,10 +1156,7 @@ wait and a round trip late, so their figures are not comparable with these.{poll
 fewer than 100 failures a size, p99 is the slowest one. CPU % is of one
 core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
 failures, on {os.cpu_count()} CPUs (the machine is shared).
-{lease_note(args.node_lease_seconds)} The operator runs with the end-to-end settings
-(`e2e/settings.yaml`: `resyncInterval` 10 s; the chart's default is 30 s): while idle, each job
-is looked at once a resync (a GET of the job, a LIST of its pods) and its status refreshed
-(one PATCH), i.e. 6 of each per job per idle minute.
+{lease_note(args.node_lease_seconds)} {ran_with}.
 
 The API server's counters have no client label, so the operator's share is what is left
 when the others are taken out. Before each operator starts, a control window of the same
@@ -1131,16 +1242,29 @@ def main(argv: list[str] | None = None) -> int:
         help="also run the operator of commit REF at each size, before this checkout's",
     )
     p.add_argument(
+        "--settings",
+        choices=sorted(SETTINGS_NAMES),
+        default="e2e",
+        help="the settings this checkout's operator runs with: e2e/settings.yaml, or the "
+        "chart's as shipped",
+    )
+    p.add_argument(
+        "--baseline-settings",
+        choices=sorted(SETTINGS_NAMES),
+        help="run the baseline with these settings (without --baseline: this checkout at "
+        "these settings against this checkout at --settings)",
+    )
+    p.add_argument(
         "--change",
         metavar="TEXT",
-        help="with --baseline: what the compared commits change; the section is headed with "
-        "it and kept apart from other before/after sections",
+        help="with a baseline: what the compared operators change; the section is headed "
+        "with it and kept apart from other before/after sections",
     )
     p.add_argument(
         "--rounds",
         type=int,
         default=1,
-        help="with --baseline: run both operators this many times at each size, in "
+        help="with a baseline: run both operators this many times at each size, in "
         "alternating order (before, after, after, before, ...)",
     )
     p.add_argument(
@@ -1172,12 +1296,17 @@ def main(argv: list[str] | None = None) -> int:
 
     cluster = BenchCluster(args.cluster, port_base=args.port_base)
     results: list[SizeResult] = []
-    baseline = Baseline(args.baseline) if args.baseline else None
-    variants: list[tuple[str, dict[str, str]]] = [
-        (this_checkout() if baseline else "this checkout", {})
-    ]
-    if baseline is not None:
-        variants.insert(0, (baseline.label, baseline.env))
+    before_settings = args.baseline_settings or args.settings
+    baseline = (
+        Baseline(args.baseline, before_settings, args.settings)
+        if args.baseline or before_settings != args.settings
+        else None
+    )
+    variants = (
+        [baseline.variant, baseline.after()]
+        if baseline is not None
+        else [Variant("this checkout", {}, args.settings)]
+    )
     stopped = ""
     try:
         cluster.up(
@@ -1208,7 +1337,7 @@ def main(argv: list[str] | None = None) -> int:
                 for variant in (variants if n % 2 == 0 else variants[::-1])
             ]
             for variant in order:
-                baseline_run = baseline is not None and variant[0] == baseline.label
+                baseline_run = baseline is not None and variant == baseline.variant
                 profiled = profiling and size == max(sizes) and not baseline_run
                 try:
                     results.append(
@@ -1223,15 +1352,14 @@ def main(argv: list[str] | None = None) -> int:
                             prof_path if profiled else None,
                             variant,
                             idle=args.idle,
-                            trace=args.trace
-                            and (not baseline_run or (baseline is not None and baseline.traces)),
+                            trace=args.trace and variant.traces,
                         )
                     )
                 except Exception as exc:  # keep what the smaller sizes measured
                     if not results:
                         raise
                     traceback.print_exc()
-                    stopped = f"The run stopped at {size:,} nodes ({variant[0]}): {exc}"
+                    stopped = f"The run stopped at {size:,} nodes ({variant.label}): {exc}"
                     break
             if stopped:
                 break

@@ -1,0 +1,46 @@
+"""The scale bench can run the operator at the chart's settings as shipped, and compare one
+checkout at two settings: the rows then differ in the settings alone, and say which."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import scale  # noqa: E402
+from phased.core.settings import load_settings  # noqa: E402
+
+
+def test_the_chart_settings_are_the_values_files_and_the_operator_reads_them() -> None:
+    shipped = yaml.safe_load((ROOT / "helm" / "phased" / "values.yaml").read_text())["settings"]
+    path = scale.settings_file("chart")
+    assert yaml.safe_load(path.read_text()) == shipped
+    settings = load_settings(path.read_text())
+    assert settings.resync_interval == shipped["resyncInterval"]
+    assert scale.settings_file("e2e") == ROOT / "e2e" / "settings.yaml"
+
+
+def test_the_note_counts_the_idle_looks_from_the_resync_interval() -> None:
+    e2e = yaml.safe_load((ROOT / "e2e" / "settings.yaml").read_text())["resyncInterval"]
+    chart = yaml.safe_load((ROOT / "helm" / "phased" / "values.yaml").read_text())["settings"]
+    assert f"`resyncInterval` {e2e}" in scale.settings_note("e2e")
+    assert f"`resyncInterval` {chart['resyncInterval']}" in scale.settings_note("chart")
+    per_minute = 60 / scale.parse_duration(chart["resyncInterval"])
+    assert f"i.e. {per_minute:g} of each per job per idle minute" in scale.settings_note("chart")
+
+
+def test_one_checkout_at_two_settings_is_told_apart_by_its_settings() -> None:
+    baseline = scale.Baseline(None, "e2e", "chart")
+    try:
+        assert baseline.path is None  # no worktree: this checkout's own operator
+        assert baseline.variant == scale.Variant("before (e2e settings)", {}, "e2e")
+        after = baseline.after()
+        assert after.settings == "chart" and after.env == {}
+        assert after.label.startswith("after (") and after.label.endswith(", chart defaults)")
+        assert "this checkout's operator at the e2e settings (before)" in baseline.what()
+    finally:
+        baseline.remove()
