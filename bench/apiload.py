@@ -14,6 +14,7 @@ The API server's request counter has no client label: every client's requests ar
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import parse_qs, urlsplit
@@ -31,6 +32,10 @@ WATCH_BYTES = "apiserver_watch_events_sizes_sum"
 WATCH_LABELS = ("resource|kind",)
 # A gauge: the long-running requests open now (watches among them), by verb and resource.
 LONGRUNNING = "apiserver_longrunning_requests"
+# The API server's own time for each request (watches and other long-running ones aside),
+# from its receipt to its answer, as cumulative histogram buckets by upper bound ("le").
+DURATION = "apiserver_request_duration_seconds_bucket"
+DURATION_LABELS = (*REQUEST_LABELS, "le")
 
 
 def sums(exposition: str, name: str, by: Sequence[str]) -> Counts:
@@ -140,6 +145,55 @@ HEARTBEATS: frozenset[Key] = frozenset(
         ("PUT", "leases", ""),
     }
 )
+
+
+def buckets(
+    after: Mapping[Key, float], before: Mapping[Key, float]
+) -> dict[Key, dict[float, float]]:
+    """What a window added to the :data:`DURATION` counts (keyed by verb, resource,
+    subresource and bound), as one histogram per request key: upper bound (seconds; ``inf``
+    last) -> requests within it. A bound that gained nothing is kept (at 0): the quantiles
+    interpolate from it."""
+    out: dict[Key, dict[float, float]] = {}
+    for (*key, le), count in after.items():
+        out.setdefault(tuple(key), {})[float(le)] = count - before.get((*key, le), 0.0)
+    return {key: counts for key, counts in out.items() if max(counts.values()) > 0}
+
+
+def merged(
+    histograms: Iterable[Mapping[Key, Mapping[float, float]]],
+) -> dict[Key, dict[float, float]]:
+    """Several windows' histograms as one (their buckets added), for rounds pooled."""
+    out: dict[Key, dict[float, float]] = {}
+    for histogram in histograms:
+        for key, counts in histogram.items():
+            mine = out.setdefault(key, {})
+            for bound, count in counts.items():
+                mine[bound] = mine.get(bound, 0.0) + count
+    return out
+
+
+def histogram_quantile(q: float, cumulative: Mapping[float, float]) -> float:
+    """The ``q``-quantile of a histogram's cumulative buckets (upper bound -> count), as
+    Prometheus's ``histogram_quantile`` gives it: linear within the bucket it falls in (from
+    0 in the first); the highest finite bound when it falls in the ``+Inf`` bucket; NaN for
+    an empty histogram."""
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]] if bounds else 0.0
+    if total <= 0:
+        return math.nan
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return lower
 
 
 def split_heartbeats(counts: Mapping[Key, float]) -> tuple[Counts, float]:

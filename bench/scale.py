@@ -32,6 +32,9 @@ quarantined, and are left alone). For each size a fresh operator process
   its watch traffic (events and bytes per idle minute by resource, watches open), from the
   API server's own counters: a control window of ``--idle`` seconds without the operator
   and the bench's own calls (counted in the bench) are taken out (``bench/apiload.py``);
+- the API server's own time (``apiserver_request_duration_seconds``, median and p99) for
+  each kind of request a swap waits for, in the failure windows: every client's requests of
+  the kind, so it says how fast the API server answered then, not the operator;
 - under the table, the least-squares slopes of RSS and mean pass time per 1,000 nodes.
 
 A size too small for the jobs (each holds 10 nodes, each failure quarantines one) runs on
@@ -93,6 +96,8 @@ from e2e.harness import CRD, TEST_SETTINGS, Operator, metric_values
 
 import moments
 from apiload import (
+    DURATION,
+    DURATION_LABELS,
     LONGRUNNING,
     REQUEST_LABELS,
     REQUESTS,
@@ -100,9 +105,13 @@ from apiload import (
     WATCH_EVENTS,
     WATCH_LABELS,
     Counts,
+    Key,
+    buckets,
     delta,
     describe,
+    histogram_quantile,
     mean_counts,
+    merged,
     minus,
     read,
     request_key,
@@ -243,6 +252,7 @@ class ApiSample:
                 WATCH_EVENTS: WATCH_LABELS,
                 WATCH_BYTES: WATCH_LABELS,
                 LONGRUNNING: ("verb", "resource"),
+                DURATION: DURATION_LABELS,
             },
         )
 
@@ -359,6 +369,9 @@ class SizeResult:
     idle_watch_kib: float = 0.0  # watch event bytes per minute, in KiB
     watches_open: Counts = field(default_factory=dict)  # the operator's open watches
     fail_api: Counts = field(default_factory=dict)  # per failure
+    # The API server's own time for the requests of the failure window, every client's:
+    # request key -> cumulative buckets (apiload.buckets).
+    fail_latency: dict[Key, dict[float, float]] = field(default_factory=dict)
     made: list[Failure] = field(default_factory=list)  # with --trace: each failure's times
     trace: str = ""  # with --trace: where a swap's time went (bench/swaptrace.py)
 
@@ -592,7 +605,9 @@ def run_size(
         busy = time.monotonic() - busy_start
         c2, s2 = reconcile_count(op)
         rss2, cpu2 = proc_sample(pid)
-        failing = Window.between(b0, api_sample(core, counter)).beyond(control)
+        b1 = api_sample(core, counter)
+        failing = Window.between(b0, b1).beyond(control)
+        result.fail_latency = buckets(b1.counters()[DURATION], b0.counters()[DURATION])
         result.fail_api, _ = split_heartbeats(scaled(failing.requests, 1 / max(1, result.failures)))
         result.busy_passes_s = (c2 - c1) / busy
         result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
@@ -888,6 +903,7 @@ def pooled(runs: list[SizeResult]) -> SizeResult:
         idle_watch_kib=mean([r.idle_watch_kib for r in runs]),
         watches_open=mean_counts([r.watches_open for r in runs]),
         fail_api=mean_counts([r.fail_api for r in runs]),
+        fail_latency=merged(r.fail_latency for r in runs),
     )
 
 
@@ -984,6 +1000,45 @@ def api_table(results: list[SizeResult], baseline: bool) -> str:
         "watches open: nodes / pods / trainingjobs",
         "API req/failure",
         "most, req/failure",
+    ]
+    return table(headers, rows)
+
+
+# The requests a swap waits for, one after another, in the order it sends them: the answering
+# pass reads its job and pods, looks at the node it would claim, changes nodes and deletes
+# pods, writes its status and events; the next pass reads again and creates the new pods.
+SWAP_REQUESTS: tuple[Key, ...] = (
+    ("GET", "trainingjobs", ""),
+    ("LIST", "pods", ""),
+    ("PATCH", "nodes", ""),
+    ("DELETE", "pods", ""),
+    ("PATCH", "trainingjobs", "status"),
+    ("POST", "events", ""),
+    ("POST", "pods", ""),
+)
+
+
+def latency_table(results: list[SizeResult], baseline: bool) -> str:
+    """The API server's own time for the kinds of request a swap waits for, in the failure
+    windows (rounds pooled: their histograms added)."""
+    rows = []
+    for key_nodes in dict.fromkeys((r.nodes, r.operator) for r in results):
+        runs = [r for r in results if (r.nodes, r.operator) == key_nodes]
+        histograms = merged(r.fail_latency for r in runs)
+        cells: list[object] = [f"{key_nodes[0]:,}", *([key_nodes[1]] if baseline else [])]
+        for key in SWAP_REQUESTS:
+            counts = histograms.get(key, {})
+            n = max(counts.values(), default=0.0)
+            if not n:
+                cells.append("-")
+                continue
+            p50, p99 = (1000 * histogram_quantile(q, counts) for q in (0.5, 0.99))
+            cells.append(f"{p50:.0f} / {p99:.0f} ({n:.0f})")
+        rows.append(cells)
+    headers = [
+        "nodes",
+        *(["operator"] if baseline else []),
+        *(f"{describe(k)} p50 / p99 ms (requests)" for k in SWAP_REQUESTS),
     ]
     return table(headers, rows)
 
@@ -1096,6 +1151,13 @@ def report(
         "`apiserver_watch_events_total`, `apiserver_watch_events_sizes`, "
         "`apiserver_longrunning_requests`; scraped at the edges of each window):\n\n"
         + api_table(results, baseline is not None)
+        + "\n\nThe API server's own time for the kinds of request a swap waits for, in the "
+        "failure windows (`apiserver_request_duration_seconds`, from a request's receipt to "
+        "its answer; every client's requests of the kind, the simulated kubelets', the "
+        "controllers' and the bench's too; the quantiles are interpolated within the "
+        "histogram's buckets as Prometheus's `histogram_quantile` does, so they are "
+        "estimates to a bucket's width: 5, 25, 50, 100, 200, 400, 600, 800 ms, 1 s, ...):\n\n"
+        + latency_table(results, baseline is not None)
     )
     if baseline is not None:
         text += "\n\n" + compare(results, baseline.label)
