@@ -72,6 +72,7 @@ the operator's code is not changed.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pstats
 import re
@@ -133,6 +134,7 @@ from common import (
     write_section,
 )
 from phased.api.durations import parse_duration
+from phased.core.settings import load_settings
 from swaptrace import Failure, parse, timeline
 from swaptrace import report as trace_report
 
@@ -753,8 +755,8 @@ def settings_file(which: str) -> Path:
 
 def settings_note(which: str) -> str:
     """What the runs at ``which`` settings look at while idle, in the report's words."""
-    raw = yaml.safe_load(settings_file(which).read_text()) or {}
-    resync = raw.get("resyncInterval", "30s")
+    settings = load_settings(settings_file(which).read_text())
+    resync = settings.resync_interval
     seconds = parse_duration(resync)
     where = (
         "`e2e/settings.yaml`, as the end-to-end tests run it"
@@ -763,7 +765,7 @@ def settings_note(which: str) -> str:
     )
     return (
         f"{SETTINGS_NAMES[which]} ({where}: `resyncInterval` {resync}, "
-        f"`nodeRelistInterval` {raw.get('nodeRelistInterval', '5m')}): while idle, each job "
+        f"`nodeRelistInterval` {settings.node_relist_interval}): while idle, each job "
         f"is looked at once a resync (a GET of the job, a LIST of its pods) and its status "
         f"refreshed (one PATCH), i.e. {60 / seconds:g} of each per job per idle minute"
     )
@@ -1043,6 +1045,16 @@ def latency_table(results: list[SizeResult], baseline: bool) -> str:
     return table(headers, rows)
 
 
+def bucket_bounds(results: list[SizeResult], shown: int = 9) -> str:
+    """The first upper bounds of the API server's duration buckets, in ms, as people read
+    them."""
+    bounds = sorted(
+        {b for r in results for h in r.fail_latency.values() for b in h if not math.isinf(b)}
+    )
+    text = ", ".join(f"{1000 * b:g}" for b in bounds[:shown]) + " ms"
+    return text + (", ..." if len(bounds) > shown else "")
+
+
 def slopes(results: list[SizeResult]) -> str:
     """RSS and mean pass time against the node count, per operator, by least squares."""
     lines = []
@@ -1156,7 +1168,7 @@ def report(
         "its answer; every client's requests of the kind, the simulated kubelets', the "
         "controllers' and the bench's too; the quantiles are interpolated within the "
         "histogram's buckets as Prometheus's `histogram_quantile` does, so they are "
-        "estimates to a bucket's width: 5, 25, 50, 100, 200, 400, 600, 800 ms, 1 s, ...):\n\n"
+        f"estimates to a bucket's width: {bucket_bounds(results)}):\n\n"
         + latency_table(results, baseline is not None)
     )
     if baseline is not None:
