@@ -3,7 +3,8 @@
     python bench/scale.py [--sizes 500,1000,2000] [--jobs 12] [--failures 30] [--idle 60]
                           [--no-profile]
                           [--baseline REF] [--settings e2e|chart]
-                          [--baseline-settings e2e|chart] [--rounds N] [--change TEXT]
+                          [--baseline-settings e2e|chart] [--nice N] [--baseline-nice N]
+                          [--rounds N] [--change TEXT]
                           [--node-lease-seconds 40]
                           [--cluster NAME --port-base PORT]
                           [--keep-cluster] [--reuse-cluster] [--no-write] [--trace]
@@ -54,7 +55,10 @@ falls on both alike; the comparison pools the rounds.
 overrides gives; the report endpoint, which the chart's Service and Secret complete, stays
 off). ``--baseline-settings`` runs the baseline with other settings than this checkout's:
 without ``--baseline``, the baseline is this checkout itself, so that the two rows differ
-in the settings alone.
+in the settings alone. ``--nice N`` runs this checkout's operator under ``nice -n N``, and
+``--baseline-nice N`` the baseline (this checkout again without ``--baseline``): on a
+machine where the operator shares the CPUs with the control plane it serves, a lower
+niceness gives it a larger share, as a larger CPU request gives a pod on a busy node.
 
 With ``--trace`` this checkout's operator runs with ``phased run --trace``, and its log is
 read against the failures (``bench/swaptrace.py``): when the operator took each node's change,
@@ -163,15 +167,23 @@ RECONCILE = "phased_reconcile_duration_seconds"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-class ProfiledOperator(Operator):
-    """The operator run as ``python -m cProfile -o FILE -m phased run ...`` (bench-only hook)."""
+class BenchOperator(Operator):
+    """The operator as the bench runs it (bench-only hooks): under ``nice -n NICE`` when
+    ``nice`` is not 0 (its CPU weight against the control plane on the same CPUs), and as
+    ``python -m cProfile -o FILE -m phased run ...`` with a ``profile_path``."""
 
-    def __init__(self, *args: Any, profile_path: Path, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, profile_path: Path | None = None, nice: int = 0, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.profile_path = profile_path
+        self.nice = nice
 
     def interpreter(self) -> list[str]:
-        return [sys.executable, "-m", "cProfile", "-o", str(self.profile_path)]
+        command = [sys.executable]
+        if self.profile_path is not None:
+            command += ["-m", "cProfile", "-o", str(self.profile_path)]
+        return (["nice", "-n", str(self.nice)] if self.nice else []) + command
 
 
 def training_job(name: str) -> dict[str, Any]:
@@ -445,23 +457,15 @@ def run_size(
     log = Path(tempfile.gettempdir()) / f"phased-bench-scale-{size}-{tag}.log"
     log.unlink(missing_ok=True)
     extra = ["--trace"] if trace else []
-    if profile is not None:
-        op: Operator = ProfiledOperator(
-            cluster.kubeconfig,
-            log,
-            profile_path=profile,
-            settings=settings_file(variant.settings),
-            env=env,
-            extra_args=extra,
-        )
-    else:
-        op = Operator(
-            cluster.kubeconfig,
-            log,
-            settings=settings_file(variant.settings),
-            env=env,
-            extra_args=extra,
-        )
+    op = BenchOperator(
+        cluster.kubeconfig,
+        log,
+        profile_path=profile,
+        nice=variant.nice,
+        settings=settings_file(variant.settings),
+        env=env,
+        extra_args=extra,
+    )
     t0 = time.monotonic()
     op.start(wait_ready=False)
     op.wait_ready(timeout=300)
@@ -774,23 +778,28 @@ def settings_note(which: str) -> str:
 @dataclass(frozen=True)
 class Variant:
     """One operator the run measures: its label in the tables, the environment that picks its
-    code (``PYTHONPATH``), the settings it runs with, and whether it has ``--trace``."""
+    code (``PYTHONPATH``), the settings it runs with, whether it has ``--trace``, and the
+    niceness it runs at."""
 
     label: str
     env: dict[str, str]
     settings: str
     traces: bool = True
+    nice: int = 0
 
 
 class Baseline:
     """The operator the checkout is compared with: another commit's, checked out into a
-    temporary git worktree (``ref``), or this checkout's own (no ``ref``) at other
-    ``settings`` than the checkout's (``mine``)."""
+    temporary git worktree (``ref``), or this checkout's own (no ``ref``); at ``settings``
+    and ``nice``, where this checkout's runs at ``mine`` and ``my_nice``."""
 
-    def __init__(self, ref: str | None, settings: str, mine: str) -> None:
+    def __init__(
+        self, ref: str | None, settings: str, mine: str, nice: int = 0, my_nice: int = 0
+    ) -> None:
         repo = Path(__file__).resolve().parent.parent
         self.repo = repo
         self.settings, self.mine = settings, mine
+        self.nice, self.my_nice = nice, my_nice
         self.path: Path | None = None
         self.sha = ""
         env: dict[str, str] = {}
@@ -813,34 +822,37 @@ class Baseline:
             # Whether its operator has ``phased run --trace`` (older commits do not).
             run = self.path / "operator" / "phased" / "cli" / "run.py"
             traces = run.exists() and '"--trace"' in run.read_text()
-        self.label = f"before ({self._what(self.sha, settings)})"
-        self.variant = Variant(self.label, env, settings, traces)
+        self.label = f"before ({', '.join(self._parts(self.sha, settings, nice))})"
+        self.variant = Variant(self.label, env, settings, traces, nice)
 
-    def _what(self, sha: str, settings: str) -> str:
-        """A row's operator: its commit, and its settings where the two rows' differ."""
+    def _parts(self, sha: str, settings: str, nice: int) -> list[str]:
+        """A row's operator: its commit, and how it runs where the two rows differ."""
         parts = [sha] if sha else []
         if self.settings != self.mine:
             parts.append(SETTINGS_NAMES[settings])
-        return ", ".join(parts)
+        if self.nice != self.my_nice:
+            parts.append(f"nice {nice}")
+        return parts
 
     def after(self) -> Variant:
         """This checkout, the row after."""
         sha, dirty = this_checkout()
-        label = f"after ({self._what(sha + ('+changes' if dirty else ''), self.mine)})"
-        return Variant(label, {}, self.mine)
+        sha += "+changes" if dirty else ""
+        label = f"after ({', '.join(self._parts(sha, self.mine, self.my_nice))})"
+        return Variant(label, {}, self.mine, nice=self.my_nice)
 
     def what(self) -> str:
         """What the two rows are, for the note under the tables."""
-        if self.sha and self.settings != self.mine:
-            return (
-                f"the operator of {self.sha} at the {SETTINGS_NAMES[self.settings]} (before) "
-                f"and this checkout's at the {SETTINGS_NAMES[self.mine]} (after)"
-            )
-        if self.sha:
-            return f"the operator of {self.sha} (before) and this checkout's (after)"
+
+        def how(settings: str, nice: int) -> str:
+            out = f" at the {SETTINGS_NAMES[settings]}" if self.settings != self.mine else ""
+            return out + (f" at nice {nice}" if self.nice != self.my_nice else "")
+
+        before = f"the operator of {self.sha}" if self.sha else "this checkout's operator"
+        after = "this checkout's" if self.sha else "the same"
         return (
-            f"this checkout's operator at the {SETTINGS_NAMES[self.settings]} (before) and at "
-            f"the {SETTINGS_NAMES[self.mine]} (after)"
+            f"{before}{how(self.settings, self.nice)} (before) and {after}"
+            f"{how(self.mine, self.my_nice)} (after)"
         )
 
     def remove(self) -> None:
@@ -1329,6 +1341,19 @@ def main(argv: list[str] | None = None) -> int:
         "these settings against this checkout at --settings)",
     )
     p.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="run this checkout's operator under nice -n N (below 0: a larger share of "
+        "the CPUs it shares with the control plane, as a larger CPU request gives a pod)",
+    )
+    p.add_argument(
+        "--baseline-nice",
+        type=int,
+        help="run the baseline under nice -n N (without --baseline: this checkout at this "
+        "niceness against this checkout at --nice)",
+    )
+    p.add_argument(
         "--change",
         metavar="TEXT",
         help="with a baseline: what the compared operators change; the section is headed "
@@ -1371,15 +1396,16 @@ def main(argv: list[str] | None = None) -> int:
     cluster = BenchCluster(args.cluster, port_base=args.port_base)
     results: list[SizeResult] = []
     before_settings = args.baseline_settings or args.settings
+    before_nice = args.nice if args.baseline_nice is None else args.baseline_nice
     baseline = (
-        Baseline(args.baseline, before_settings, args.settings)
-        if args.baseline or before_settings != args.settings
+        Baseline(args.baseline, before_settings, args.settings, before_nice, args.nice)
+        if args.baseline or before_settings != args.settings or before_nice != args.nice
         else None
     )
     variants = (
         [baseline.variant, baseline.after()]
         if baseline is not None
-        else [Variant("this checkout", {}, args.settings)]
+        else [Variant("this checkout", {}, args.settings, nice=args.nice)]
     )
     stopped = ""
     try:

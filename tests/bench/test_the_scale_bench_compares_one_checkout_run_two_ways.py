@@ -1,5 +1,5 @@
-"""The scale bench can run the operator at the chart's settings as shipped, and compare one
-checkout at two settings: the rows then differ in the settings alone, and say which."""
+"""The scale bench can run the operator at the chart's settings as shipped and at another
+niceness, and compare one checkout run two ways: the rows then differ in that alone, and say so."""
 
 from __future__ import annotations
 
@@ -44,3 +44,37 @@ def test_one_checkout_at_two_settings_is_told_apart_by_its_settings() -> None:
         assert "this checkout's operator at the e2e settings (before)" in baseline.what()
     finally:
         baseline.remove()
+
+
+def test_one_checkout_at_two_nicenesses_is_told_apart_by_its_niceness() -> None:
+    baseline = scale.Baseline(None, "chart", "chart", nice=0, my_nice=-10)
+    try:
+        assert baseline.variant == scale.Variant("before (nice 0)", {}, "chart", nice=0)
+        after = baseline.after()
+        assert after.nice == -10 and after.settings == "chart"
+        assert after.label.endswith(", nice -10)")
+        assert baseline.what() == (
+            "this checkout's operator at nice 0 (before) and the same at nice -10 (after)"
+        )
+    finally:
+        baseline.remove()
+
+
+def test_the_operator_runs_under_nice_only_when_asked(tmp_path: Path) -> None:
+    plain = scale.BenchOperator("kubeconfig", tmp_path / "log")
+    assert plain.interpreter() == [sys.executable]
+    niced = scale.BenchOperator("kubeconfig", tmp_path / "log", nice=-10)
+    assert niced.interpreter() == ["nice", "-n", "-10", sys.executable]
+    profiled = scale.BenchOperator(
+        "kubeconfig", tmp_path / "log", nice=5, profile_path=tmp_path / "p"
+    )
+    assert profiled.interpreter() == [
+        "nice",
+        "-n",
+        "5",
+        sys.executable,
+        "-m",
+        "cProfile",
+        "-o",
+        str(tmp_path / "p"),
+    ]
