@@ -76,6 +76,7 @@ the operator's code is not changed.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import pstats
@@ -257,8 +258,10 @@ class ApiSample:
     text: str
     bench: Counts
 
-    def counters(self) -> dict[str, Counts]:
-        """Parsed when asked, after the window: parsing megabytes takes a while."""
+    @functools.cached_property
+    def parsed(self) -> dict[str, Counts]:
+        """The counters, parsed once when first asked, after the window: parsing megabytes
+        takes a while, and a window's end sample is read for its requests and its times."""
         return read(
             self.text,
             {
@@ -272,7 +275,7 @@ class ApiSample:
 
     def watches_open(self) -> Counts:
         """Long-running WATCH requests open at that moment, by resource."""
-        open_now = self.counters()[LONGRUNNING]
+        open_now = self.parsed[LONGRUNNING]
         return {(r,): n for (v, r), n in open_now.items() if v == "WATCH"}
 
 
@@ -300,7 +303,7 @@ class Window:
 
     @classmethod
     def between(cls, a: ApiSample, b: ApiSample) -> Window:
-        before, after = a.counters(), b.counters()
+        before, after = a.parsed, b.parsed
         return cls(
             seconds=b.at - a.at,
             requests=minus(delta(after[REQUESTS], before[REQUESTS]), delta(b.bench, a.bench)),
@@ -613,7 +616,7 @@ def run_size(
         rss2, cpu2 = proc_sample(pid)
         b1 = api_sample(core, counter)
         failing = Window.between(b0, b1).beyond(control)
-        result.fail_latency = buckets(b1.counters()[DURATION], b0.counters()[DURATION])
+        result.fail_latency = buckets(b1.parsed[DURATION], b0.parsed[DURATION])
         result.fail_api, _ = split_heartbeats(scaled(failing.requests, 1 / max(1, result.failures)))
         result.busy_passes_s = (c2 - c1) / busy
         result.busy_cpu_pct = 100 * (cpu2 - cpu1) / busy
