@@ -60,8 +60,9 @@ from e2e.cluster.nodes import node_manifest
 
 from common import REPO, load_average, median, table, write_section
 from phased.kube.client import KubeClient
-from phased.kube.nodes import LIST_PAGE, list_nodes
+from phased.kube.nodes import list_nodes
 from phased.kube.nodeview import NodeView
+from phased.kube.paging import LIST_PAGE
 
 SELECTOR = "type=kwok"  # every simulated node carries it; sent as the operator sends its own
 VARIANTS = {"one": "one request", "paged": f"pages of {LIST_PAGE}"}

@@ -17,7 +17,8 @@ import pytest
 
 from phased.core.settings import Settings
 from phased.kube.client import KubeClient, KubeError
-from phased.kube.nodes import LIST_PAGE, LIST_RESTARTS, list_nodes
+from phased.kube.nodes import list_nodes
+from phased.kube.paging import LIST_PAGE, LIST_RESTARTS
 from phased.reconcile import Reconciler
 from tests.kube.answers import Answer
 

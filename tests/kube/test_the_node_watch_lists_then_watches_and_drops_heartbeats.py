@@ -452,7 +452,7 @@ def test_a_watch_that_keeps_failing_at_once_backs_off_instead_of_hammering(
         await until(lambda: len(watch_queries(api)) == 5, "five watches")
         await watch.stop()
 
-    with caplog.at_level("INFO", logger="phased.kube.nodewatch"):
+    with caplog.at_level("INFO", logger="phased.kube.listwatch"):
         asyncio.run(scenario())
     said = [r.getMessage() for r in caplog.records]
     # The first 410 lists afresh at once; the same again at once waits first; so does a

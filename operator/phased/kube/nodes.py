@@ -27,9 +27,10 @@ from phased.core import labels
 from phased.core.model import JobRef, NodeInfo
 from phased.core.ownership import holds, marks
 from phased.core.quarantine import decode_quarantine, encode_quarantine
-from phased.kube.client import JSON, MERGE_PATCH, Conflict, KubeClient, KubeError, NotFound
+from phased.kube.client import JSON, MERGE_PATCH, Conflict, KubeClient, NotFound
 from phased.kube.convert import node_from_raw
 from phased.kube.nodeview import Listed, converted
+from phased.kube.paging import LIST_PAGE, Paged, Query, list_paged
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,6 @@ Known = Callable[[str], NodeInfo | None]  # name -> the node as the caller's vie
 _ATTEMPTS = 4
 _RELEASE_PAUSES = (0.2, 0.5, 1.0, 2.0)  # seconds between rounds of _ATTEMPTS (a person waits)
 NODES = "/api/v1/nodes"
-LIST_PAGE = 500  # Nodes per page of a full list, as client-go's reflector asks
-LIST_RESTARTS = 2  # a list whose continue token expired begins again at most this often
 
 
 def _iso(moment: datetime) -> str:
@@ -157,65 +156,19 @@ def is_claimable(node: JSON) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class NodeList:
-    """A full list of Nodes as the view keeps them, converted page by page."""
-
-    entries: list[Listed]
-    resource_version: str  # the first page's: the pages are one snapshot
-    pages: int
-    restarts: int  # times it began again after its continue token expired
+NodeList = Paged[Listed]  # a full list of Nodes as the view keeps them, converted page by page
 
 
 async def list_nodes(
     kube: KubeClient, label_selector: str = "", *, limit: int = LIST_PAGE
 ) -> NodeList:
-    """Every Node (matching ``label_selector``), ``limit`` to a request, following
-    ``metadata.continue`` until it is empty.
+    """Every Node (matching ``label_selector``), paged (:func:`~phased.kube.paging.list_paged`),
+    each page converted (:func:`~phased.kube.nodeview.converted`) as soon as it is read."""
 
-    Each page is converted (:func:`~phased.kube.nodeview.converted`) as soon as it is read, so
-    only one page of raw Nodes is ever alive: at thousands of nodes the whole list read and
-    decoded at once held tens of MB of body and far more of dicts at the same time, and the
-    allocator kept that peak. The pages are one consistent snapshot, taken at the first
-    page's resourceVersion. A continue token can expire (``410 Gone``: the snapshot was
-    compacted away while the pages were read); the list then begins again from the first
-    page, at most :data:`LIST_RESTARTS` times, and the 410 is raised after that."""
-    restarts = 0
-    while True:
-        entries: list[Listed] = []
-        version, token, pages = "", "", 0
-        try:
-            while True:
-                page, page_version, token = await _list_page(kube, label_selector, limit, token)
-                entries.extend(page)
-                if not pages:
-                    version = page_version
-                pages += 1
-                if not token:
-                    return NodeList(entries, version, pages, restarts)
-        except KubeError as exc:
-            if exc.status != 410 or not token or restarts >= LIST_RESTARTS:
-                raise
-            restarts += 1
-            logger.info(
-                "node list: page %d's continue token expired (%s); listing afresh", pages + 1, exc
-            )
+    async def fetch(query: Query) -> JSON:
+        return await kube.request("list", "GET", NODES, resource="nodes", query=query)
 
-
-async def _list_page(
-    kube: KubeClient, label_selector: str, limit: int, token: str
-) -> tuple[list[Listed], str, str]:
-    """One page: its nodes converted, its resourceVersion, the next page's continue token
-    (empty: the last page). The raw page is gone when this returns."""
-    query: dict[str, str | int | bool] = {"limit": limit}
-    if label_selector:
-        query["labelSelector"] = label_selector
-    if token:
-        query["continue"] = token
-    data = await kube.request("list", "GET", NODES, resource="nodes", query=query)
-    meta = data.get("metadata") or {}
-    page = [converted(raw) for raw in data.get("items") or () if isinstance(raw, dict)]
-    return page, str(meta.get("resourceVersion") or ""), str(meta.get("continue") or "")
+    return await list_paged(fetch, converted, label_selector, limit=limit, what="node")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from phased.core.model import NodeInfo
 from phased.core.selector import selects
 from phased.kube.convert import node_from_raw
+from phased.kube.versions import at_least, newer
 
 
 class NodeView:
@@ -60,7 +61,7 @@ class NodeView:
             return False
         self.last_event_at = time.monotonic()
         rv = str(meta.get("resourceVersion", ""))
-        if rv != before.resource_version and not _newer(before.resource_version, rv):
+        if rv != before.resource_version and not newer(before.resource_version, rv):
             self._nodes[before.name] = replace(before, resource_version=rv)
         return True
 
@@ -79,7 +80,7 @@ class NodeView:
             self._deleted[name] = str((raw.get("metadata") or {}).get("resourceVersion", ""))
             return before, None
         after = node_from_raw(raw)
-        if before is not None and _newer(before.resource_version, after.resource_version):
+        if before is not None and newer(before.resource_version, after.resource_version):
             return before, before  # a stale event after a relist: keep what we know
         self._nodes[name] = after
         self._prints[name] = fingerprint(raw)
@@ -97,7 +98,7 @@ class NodeView:
             return
         fresh = node_from_raw(raw)
         before = self._nodes.get(name)
-        if before is not None and _newer(before.resource_version, fresh.resource_version):
+        if before is not None and newer(before.resource_version, fresh.resource_version):
             return
         self._nodes[name] = fresh
         self._prints[name] = fingerprint(raw)
@@ -124,14 +125,14 @@ class NodeView:
                 continue
             mine = self._nodes.get(node.name)
             gone = self._deleted.get(node.name)
-            if mine is not None and _newer(mine.resource_version, node.resource_version):
+            if mine is not None and newer(mine.resource_version, node.resource_version):
                 fresh[node.name], prints[node.name] = mine, self._prints.get(node.name)
-            elif mine is None and gone is not None and _at_least(gone, node.resource_version):
+            elif mine is None and gone is not None and at_least(gone, node.resource_version):
                 continue
             else:
                 fresh[node.name], prints[node.name] = node, stamp
         for name, mine in self._nodes.items():
-            if name not in fresh and list_version and _newer(mine.resource_version, list_version):
+            if name not in fresh and list_version and newer(mine.resource_version, list_version):
                 fresh[name], prints[name] = mine, self._prints.get(name)
         changed = {
             name
@@ -148,7 +149,7 @@ class NodeView:
         self._deleted = {
             name: rv
             for name, rv in self._deleted.items()
-            if list_version and _newer(rv, list_version)
+            if list_version and newer(rv, list_version)
         }
         self._synced = True
         return changed
@@ -208,7 +209,7 @@ class NodeViews:
         for view in others:
             for node in view.all():
                 held = seen.get(node.name)
-                if held is None or _newer(node.resource_version, held.resource_version):
+                if held is None or newer(node.resource_version, held.resource_version):
                     seen[node.name] = node
         return tuple(seen.values())
 
@@ -248,7 +249,7 @@ class NodeViews:
                 continue
             held = view.get(name)
             fresh = str(((raw or {}).get("metadata") or {}).get("resourceVersion", ""))
-            if held is not None and not (raw is not None and _newer(held.resource_version, fresh)):
+            if held is not None and not (raw is not None and newer(held.resource_version, fresh)):
                 view.refresh(name, None)
 
 
@@ -256,7 +257,7 @@ def _latest(nodes: Iterable[NodeInfo | None]) -> NodeInfo | None:
     found: NodeInfo | None = None
     for node in nodes:
         if node is not None and (
-            found is None or _newer(node.resource_version, found.resource_version)
+            found is None or newer(node.resource_version, found.resource_version)
         ):
             found = node
     return found
@@ -321,19 +322,3 @@ def _items(mapping: Any) -> tuple[tuple[Any, Any], ...] | None:
     if mapping is None:
         return None
     return tuple(mapping.items())
-
-
-def _at_least(current: str, incoming: str) -> bool:
-    """True when ``current`` is the same or a later resourceVersion than ``incoming``."""
-    try:
-        return int(current) >= int(incoming)
-    except ValueError:
-        return False
-
-
-def _newer(current: str, incoming: str) -> bool:
-    """True when ``current`` is a later resourceVersion than ``incoming`` (both numeric here)."""
-    try:
-        return int(current) > int(incoming)
-    except ValueError:
-        return False
