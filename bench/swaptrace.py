@@ -158,7 +158,7 @@ _MOMENTS = (
     ("the bench saw the new pod", "replaced"),
 )
 _STAGES = (
-    ("woken -> read (GET job, LIST pods, ...)", "read"),
+    ("woken -> read (the job, its pods, ...)", "read"),
     ("read -> decided (decide, the claims' pod looks)", "decided"),
     ("decided -> acted (the actions)", "acted"),
     ("acted -> ended (events and status)", "ended"),

@@ -55,7 +55,7 @@ class HealthServer:
 
     async def _readyz(self, _: web.Request) -> web.Response:
         r = self._reconciler
-        ready = r.nodes.synced and r.jobs_synced
+        ready = r.nodes.synced and r.pods.synced and r.jobs_synced
         return web.Response(status=200 if ready else 503, text="ready\n" if ready else "syncing\n")
 
     async def start(self) -> None:

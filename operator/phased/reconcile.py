@@ -4,7 +4,9 @@ Every trigger — a job, node or pod event, a timer, a relist — ends in :meth:
 for the jobs it concerns. Triggers for one job coalesce: a job is reconciled by at most one
 task at a time, and an event that arrives meanwhile runs it once more afterwards. One pass:
 
-1. observe: the job (fresh GET) and its pods (LIST by the job-uid label) at once, every
+1. observe: the job as kopf's watch and our own status writes left it, its pods from the
+   :class:`~phased.kube.podindex.PodIndex` (or, for some passes, the job by a GET and its
+   pods by a LIST on the job-uid label, at once: :meth:`Reconciler._reads_afresh`), every
    Node from the in-memory :class:`~phased.kube.nodeview.NodeView`, and the pods on the few
    nodes whose pods matter now (the job's nodes being cleared of guests; nodes recently
    found occupied);
@@ -61,6 +63,7 @@ from phased.core.model import (
     NodeInfo,
     NodePod,
     Plan,
+    PodInfo,
     PodPhase,
     QuarantineNode,
     ReleaseNode,
@@ -79,10 +82,13 @@ from phased.kube.client import ON_BEHALF, Invalid, KubeClient, KubeError, NotFou
 from phased.kube.convert import job_ref_from_raw, node_from_raw, node_pod_from_raw, pod_from_raw
 from phased.kube.events import EventVerbs
 from phased.kube.jobs import JobVerbs
+from phased.kube.listwatch import Watches
 from phased.kube.nodes import NodeVerbs, list_nodes
 from phased.kube.nodeview import Listed, NodeViews
 from phased.kube.nodewatch import NodeWatch, NodeWatches, watched_selectors
+from phased.kube.podindex import Indexed, PodIndex
 from phased.kube.pods import Eviction, PodVerbs
+from phased.kube.podwatch import PodWatch, list_pods
 from phased.metrics import Metrics
 
 logger = logging.getLogger(__name__)
@@ -184,6 +190,9 @@ class JobEntry:
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
     lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
     claim_refused: bool = False  # in this pass, a claim did not happen as decided
+    # The next pass reads the job and its pods from the API (the resync asked for a look, or
+    # a read found the job gone or the version held out of date: Reconciler._reads_afresh).
+    afresh_due: bool = False
     # The shape of the phase it waits to start, as the other jobs' line reads it, and the
     # (generation, phase index) it was read for.
     line_shape: tuple[tuple[int, int], LineShape | None] | None = None
@@ -262,6 +271,7 @@ class Reconciler:
         concurrency: int = 8,
         report_key: bytes | None = None,
         operator_pod: tuple[str, str] | None = None,
+        namespaces: Sequence[str] = (),
     ) -> None:
         self.kube = kube
         self.settings = settings
@@ -289,6 +299,18 @@ class Reconciler:
         )
         self.node_verbs = NodeVerbs(
             kube, settings.installation, on_seen=self._node_seen, known=self.nodes.get
+        )
+        # The jobs' worker pods, watched here too (kube/podwatch.py): in every namespace, or
+        # in each of those the operator is limited to. A pass reads its job's pods from the
+        # index rather than by a LIST (:meth:`reconcile`).
+        self._pod_namespaces = list(dict.fromkeys(namespaces)) or [""]  # "": every one
+        self.pods = PodIndex()
+        self.pods.expect(self._pod_namespaces)
+        self.pod_watch = Watches(
+            [
+                PodWatch(kube, namespace, on_list=self.pods_listed, on_event=self.pod_event)
+                for namespace in self._pod_namespaces
+            ]
         )
         self.pod_verbs = PodVerbs(kube)
         self.job_verbs = JobVerbs(kube)
@@ -438,10 +460,32 @@ class Reconciler:
         phases = entry.spec.phases if entry.spec is not None else []
         return isinstance(index, int) and 0 <= index < len(phases) and phases[index].is_cpu_only
 
-    def pod_event(self, raw: dict[str, Any]) -> None:
-        uid = ((raw.get("metadata") or {}).get("labels") or {}).get(labels.LABEL_JOB_UID)
-        if uid:
-            self.trigger(uid)
+    def pod_event(self, event_type: str | None, raw: dict[str, Any]) -> None:
+        """A worker pod's watch event: into the index, and the jobs whose pods it changed are
+        woken (an event that tells the index nothing new — the echo of our own create or
+        delete, whose answer it already holds — wakes nothing)."""
+        for uid in self.pods.apply(event_type, raw):
+            if uid in self.jobs:
+                self.trigger(uid)
+
+    def pods_listed(self, entries: list[Indexed], version: str = "", namespace: str = "") -> None:
+        """A full list of the jobs' pods in ``namespace`` ("": every one) taken at
+        resourceVersion ``version`` (a relist, or a pod watch's own list): replace what the
+        index holds of it, never rolling back what the watch delivered since, and wake the
+        jobs whose pods changed."""
+        for uid in sorted(self.pods.replace(entries, version, namespace)):
+            if uid in self.jobs:
+                self.trigger(uid)
+
+    def _pod_answered(self, namespace: str, name: str, answer: dict[str, Any] | None) -> None:
+        """A pod as our own create or delete left it (``None``: there was no such pod) goes
+        into the index at once, as its watch event would: the pass after this one reads it
+        whether or not the event has come. It wakes nothing: the pass that sent the request
+        decided with it in mind."""
+        if answer is None:
+            self.pods.vanished(namespace, name)
+        elif answer.get("kind") != "Status":
+            self.pods.apply(None, answer)
 
     def trigger_waiting(self) -> None:
         """A node may have come free: wake the jobs that want capacity."""
@@ -480,6 +524,8 @@ class Reconciler:
         by a change (:class:`PassSlots`)."""
         if self._closing:
             return
+        if routine and (entry := self.jobs.get(uid)) is not None:
+            entry.afresh_due = True
         if delay > 0:
             self._schedule(uid, delay)
             return
@@ -573,20 +619,29 @@ class Reconciler:
         entry = self.jobs.get(uid)
         if entry is None:
             return
-        # The job, its pods and the pods on its nodes being cleared are read at once: no
-        # request needs another's answer (the pods are listed by the job's UID, which the
-        # job's events gave us; the nodes it clears are in the node view).
+        # The job and its pods as the watches hold them (the job's kopf's, the pods' the
+        # index's: each with our own writes' answers in it), unless this pass must read them
+        # afresh (:meth:`_reads_afresh`); the pods on its nodes being cleared are listed.
+        # Requests that go go at once: none needs another's answer (the pods are listed by
+        # the job's UID, which the job's events gave us; the nodes it clears are in the node
+        # view).
         nodes = self.nodes.all()
-        listing = asyncio.ensure_future(
-            self.pod_verbs.select(entry.ref.namespace, f"{labels.LABEL_JOB_UID}={uid}")
-        )
+        afresh = self._reads_afresh(entry)
+        listing = asyncio.ensure_future(self._job_pods(entry.ref, afresh))
         clearing = asyncio.ensure_future(self._node_pods(entry.ref, nodes))
         try:
-            raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
-            if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
-                return  # gone (its DELETED event will clean up) or replaced by a namesake
-            self._take(entry, raw)
+            if afresh:
+                raw = await self.job_verbs.get(entry.ref.namespace, entry.ref.name)
+                if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
+                    # Gone (its DELETED event will clean up) or replaced by a namesake: every
+                    # pass reads afresh until the entry goes, and acts on nothing.
+                    entry.afresh_due = True
+                    return
+                self._take(entry, raw)
+            else:
+                raw = entry.raw
             if not entry.ref.deleting and not await self.job_verbs.set_finalizer(raw, True):
+                entry.afresh_due = True  # the job moved on from the version held
                 self.trigger(uid, 0.2)
                 return
             self._parse_spec(entry)
@@ -638,6 +693,30 @@ class Reconciler:
         # job) looks again: a timer of its own here as well would look at an idle job twice
         # an interval, each look a GET of the job and a LIST of its pods.
 
+    def _reads_afresh(self, entry: JobEntry) -> bool:
+        """This pass reads the job by a GET and its pods by a LIST, not from the watches:
+        until the pod index is synced (it cannot yet say a job has no pods); after a pass of
+        the job that failed — a request of it may have landed unanswered (a status write, a
+        create), and the watches may not have brought it yet; when the resync asked for it,
+        so that a watch fallen silent (a connection that hangs until its read timeout) hides
+        nothing from the job for longer than an interval, as when every pass listed; while
+        the job is being deleted (a namesake may follow it: only a GET tells them apart);
+        and once a read found it gone, or the version held out of date."""
+        afresh = (
+            not self.pods.synced
+            or entry.failed_passes > 0
+            or entry.afresh_due
+            or entry.ref.deleting
+        )
+        entry.afresh_due = False
+        return afresh
+
+    async def _job_pods(self, job: JobRef, afresh: bool) -> tuple[PodInfo, ...]:
+        if not afresh:
+            return self.pods.of(job.uid, job.namespace)
+        raws = await self.pod_verbs.select(job.namespace, f"{labels.LABEL_JOB_UID}={job.uid}")
+        return tuple(pod_from_raw(p) for p in raws)
+
     def _parse_spec(self, entry: JobEntry) -> None:
         if entry.spec_generation == entry.ref.generation:
             return
@@ -650,7 +729,7 @@ class Reconciler:
     async def _observe(
         self,
         entry: JobEntry,
-        raw_pods: list[dict[str, Any]],
+        pods: tuple[PodInfo, ...],
         nodes: tuple[NodeInfo, ...],
         node_pods: dict[str, tuple[NodePod, ...]],
     ) -> Snapshot:
@@ -678,7 +757,7 @@ class Reconciler:
             status=status,
             unreadable_status=unreadable,
             nodes=nodes + await self._unseen_pool_nodes(status),
-            pods=tuple(pod_from_raw(p) for p in raw_pods),
+            pods=pods,
             service_exists=entry.service_ok,
             waiting=self._claimants(entry.ref.uid),
             known_node_names=self.nodes.names() if self.nodes.synced else None,
@@ -891,16 +970,21 @@ class Reconciler:
             case UnquarantineNode(node=name):
                 await self.node_verbs.unquarantine(name, job)
             case CreatePod(manifest=manifest):
+                name = str((manifest.get("metadata") or {}).get("name") or "")
                 try:
-                    await self.pod_verbs.create(job.namespace, manifest)
+                    created = await self.pod_verbs.create(job.namespace, manifest)
                 except Invalid as exc:
-                    pod = manifest.get("metadata", {}).get("name")
-                    why = f"the API server refused worker pod {pod}: {exc.message[:400]}"
+                    why = f"the API server refused worker pod {name}: {exc.message[:400]}"
                     entry.rejected = (job.generation, why)
                     self.trigger(job.uid, 0.1)
                     raise
+                if created is not None:  # None: it existed already (the index has it or will)
+                    self._pod_answered(job.namespace, name, created)
             case DeletePod(name=name, force=force, grace_seconds=grace):
-                await self.pod_verbs.delete(job.namespace, name, force=force, grace_seconds=grace)
+                answer = await self.pod_verbs.delete(
+                    job.namespace, name, force=force, grace_seconds=grace
+                )
+                self._pod_answered(job.namespace, name, answer)
             case EnsureService(manifest=manifest):
                 await self.pod_verbs.ensure_service(job.namespace, manifest)
                 entry.service_ok = True
@@ -1168,6 +1252,13 @@ class Reconciler:
                 self.trigger(uid)
             self.trigger_waiting()
 
+    async def relist_pods(self) -> None:
+        """Replace the pod index with a fresh (paged) list; wake the jobs whose pods changed
+        (a pod deleted while no watch was running sends no event)."""
+        for namespace in self._pod_namespaces:
+            listed = await list_pods(self.kube, namespace)
+            self.pods_listed(listed.entries, listed.resource_version, namespace)
+
     async def relist_jobs(self) -> None:
         """Reload every TrainingJob; forget those deleted while a watch was down."""
         seen = set()
@@ -1277,6 +1368,7 @@ class Reconciler:
         the next start work)."""
         self._closing = True
         await self.node_watch.stop()
+        await self.pod_watch.stop()
         for entry in self.jobs.values():
             if entry.timer is not None:
                 entry.timer.cancel()

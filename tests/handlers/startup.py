@@ -26,11 +26,20 @@ class _NodeWatch:
         self.listed = [{"metadata": {"name": f"node-{i}"}} for i in range(3)]
 
 
+class _PodWatch:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    async def start(self) -> None:
+        self.calls.append("pod watch started")
+
+
 class _Reconciler:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.calls: list[str] = []
         self.node_watch = _NodeWatch(self.calls)
+        self.pod_watch = _PodWatch(self.calls)
 
     async def relist_jobs(self) -> None:
         self.calls.append("jobs listed")
@@ -67,6 +76,7 @@ def started(
         if seen is not None:
             reconciler.calls = seen
             reconciler.node_watch.calls = seen
+            reconciler.pod_watch.calls = seen
         made.append(reconciler)
         return reconciler
 

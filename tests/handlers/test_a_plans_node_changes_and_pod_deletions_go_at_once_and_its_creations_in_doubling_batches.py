@@ -147,9 +147,9 @@ class _Api:
     async def delete(self, namespace: str, name: str, **_: Any) -> None:
         await self._request(name)
 
-    async def create(self, namespace: str, manifest: dict[str, Any]) -> bool:
+    async def create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
         await self._request(manifest["metadata"]["name"])
-        return True
+        return manifest  # the pod as created
 
     async def node(self, *_: Any, **__: Any) -> None:
         await self._request("node")

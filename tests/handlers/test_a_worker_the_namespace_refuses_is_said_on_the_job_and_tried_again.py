@@ -96,11 +96,11 @@ class _Pass:
             raise self.service_error
         self.cluster.service = True
 
-    async def _create(self, namespace: str, manifest: dict[str, Any]) -> bool:
+    async def _create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
         if self.create_error is not None:
             raise self.create_error
         self.created.append(manifest["metadata"]["name"])
-        return True
+        return manifest  # the pod as created
 
     async def _patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.written.append(status)

@@ -227,7 +227,12 @@ async def _serve(
         start_http_server(settings.metrics_port, registry=registry)
         kube = await KubeClient.connect(kubeconfig, on_error=metrics.api_error, fence=fence)
         reconciler = Reconciler(
-            kube, settings, metrics, report_key=report_key, operator_pod=_own_pod()
+            kube,
+            settings,
+            metrics,
+            report_key=report_key,
+            operator_pod=_own_pod(),
+            namespaces=namespaces,
         )
         health = HealthServer(reconciler, settings.health_port)
         await health.start()

@@ -1,11 +1,12 @@
 """kopf wiring only: watch events in, :class:`~phased.reconcile.Reconciler` triggers out.
 
-Only ``on.event`` handlers are used, for TrainingJobs and Pods: they write nothing onto the
-objects (no progress annotations, no kopf finalizers on Pods). Phased keeps its own finalizer
-on TrainingJobs and its own state on Nodes, so kopf is a watch loop here, and the reconciler
-is level-based. Nodes are not watched through kopf: the reconciler's own Node watch
-(``phased.kube.nodewatch``) starts here, after start-up, and drops heartbeats before kopf
-would have deep-copied them.
+Only an ``on.event`` handler is used, for TrainingJobs: it writes nothing onto the objects
+(no progress annotations, no kopf finalizer). Phased keeps its own finalizer on TrainingJobs
+and its own state on Nodes, so kopf is a watch loop here, and the reconciler is level-based.
+Nodes and the jobs' worker Pods are not watched through kopf: the reconciler's own watches
+(``phased.kube.nodewatch``, ``phased.kube.podwatch``) start here, after start-up; the Node
+watch drops heartbeats before kopf would have deep-copied them, and both know when their
+first full list has landed (the "synced" gate a pass needs to read from them).
 """
 
 from __future__ import annotations
@@ -22,15 +23,11 @@ import kopf
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import GROUP, PLURAL, VERSION
-from phased.core import labels
 from phased.reconcile import Reconciler
 
 logger = logging.getLogger(__name__)
 
 Startup = Callable[[], Awaitable[Reconciler]]
-
-# The worker Pods the operator creates; the only Pods it watches (filtered by the API server).
-POD_SELECTOR = f"{labels.LABEL_MANAGED_BY}={labels.MANAGED_BY}"
 
 
 class NoEssence(kopf.AnnotationsDiffBaseStorage):
@@ -77,14 +74,13 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
             # A start-up failure (bad kubeconfig, a port in use) will not fix itself: stop.
             raise kopf.PermanentError(f"cannot start: {exc}") from exc
         holder["r"] = reconciler
-        # Filter worker Pods on the server: a busy cluster runs many pods that are not ours,
-        # and a client-side filter (``labels=`` on the handler) would still stream and hold
-        # every one of them.
-        settings.watching.label_selectors["", "v1", "pods"] = POD_SELECTOR
         await reconciler.relist_jobs()
         # The first full list of Nodes (the view's "synced" gate), then the Node watch in the
-        # background (filtered on the server by settings.nodeSelector); drain() stops it.
+        # background (filtered on the server by settings.nodeSelector); the same for the
+        # jobs' worker Pods (filtered on the server by their job-uid label) into the pod
+        # index. drain() stops both.
         await reconciler.node_watch.start()
+        await reconciler.pod_watch.start()
         reconciler.survey()
         quiet_collector()
         background.append(asyncio.create_task(_periodic(reconciler)))
@@ -109,14 +105,6 @@ def build_registry(start: Startup, stop: Callable[[], Awaitable[None]]) -> kopf.
     async def _job(event: kopf.RawEvent, **_: Any) -> None:
         if "r" in holder:
             holder["r"].job_event(event.get("type"), dict(event["object"]))
-
-    # The same filter on the client too, in case a watch is ever started without the setting.
-    @kopf.on.event(
-        "", "v1", "pods", labels={labels.LABEL_MANAGED_BY: labels.MANAGED_BY}, registry=registry
-    )
-    async def _pod(event: kopf.RawEvent, **_: Any) -> None:
-        if "r" in holder:
-            holder["r"].pod_event(dict(event["object"]))
 
     return registry
 
@@ -157,6 +145,7 @@ async def _periodic(reconciler: Reconciler) -> None:
         try:
             if time.monotonic() - last_relist >= relist_every:
                 await reconciler.relist_nodes()
+                await reconciler.relist_pods()
                 await reconciler.relist_jobs()
                 last_relist = time.monotonic()
             await reconciler.release_orphans()

@@ -70,10 +70,10 @@ class PodVerbs:
             raise
         return Eviction.EVICTED
 
-    async def create(self, namespace: str, manifest: Mapping[str, Any]) -> bool:
-        """Create a pod; False when it already exists."""
+    async def create(self, namespace: str, manifest: Mapping[str, Any]) -> JSON | None:
+        """Create a pod; the pod as created, or None when it already exists."""
         try:
-            await self._kube.request(
+            return await self._kube.request(
                 "create",
                 "POST",
                 f"/api/v1/namespaces/{namespace}/pods",
@@ -82,15 +82,15 @@ class PodVerbs:
             )
         except Conflict as exc:
             if exc.already_exists:
-                return False
+                return None
             raise
-        return True
 
     async def delete(
         self, namespace: str, name: str, *, force: bool = False, grace_seconds: int | None = None
-    ) -> bool:
+    ) -> JSON | None:
         """Delete a pod; with ``force`` skip the grace period (its kubelet is gone), else
-        with ``grace_seconds`` when given (the pod's own period otherwise)."""
+        with ``grace_seconds`` when given (the pod's own period otherwise). The answer: the
+        pod as its deletion left it (or a ``Status``); None when there was no such pod."""
         body: JSON = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
@@ -101,7 +101,7 @@ class PodVerbs:
         elif grace_seconds is not None:
             body["gracePeriodSeconds"] = max(0, grace_seconds)
         try:
-            await self._kube.request(
+            return await self._kube.request(
                 "delete",
                 "DELETE",
                 f"/api/v1/namespaces/{namespace}/pods/{name}",
@@ -109,8 +109,7 @@ class PodVerbs:
                 body=body,
             )
         except NotFound:
-            return False
-        return True
+            return None
 
     async def ensure_service(self, namespace: str, manifest: Mapping[str, Any]) -> bool:
         """Create the rendezvous Service unless it exists; True when created."""
