@@ -701,7 +701,8 @@ class Reconciler:
         so that a watch fallen silent (a connection that hangs until its read timeout) hides
         nothing from the job for longer than an interval, as when every pass listed; while
         the job is being deleted (a namesake may follow it: only a GET tells them apart);
-        and once a read found it gone, or the version held out of date."""
+        and once a read found it gone, or the version held out of date. Asking takes the
+        resync's request (``afresh_due``): the pass that asks is the one that reads."""
         afresh = (
             not self.pods.synced
             or entry.failed_passes > 0

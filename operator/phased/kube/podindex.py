@@ -64,14 +64,10 @@ class PodIndex:
         self._deleted: dict[Key, str] = {}  # deletions seen since the last full list
         self._synced = False
         self._unlisted = {""}  # namespaces still to be listed before the index is synced
-        self.relist_corrections = 0  # changes a relist found that the watch had not delivered
 
     @property
     def synced(self) -> bool:
         return self._synced
-
-    def __len__(self) -> int:
-        return len(self._pods)
 
     def of(self, job_uid: str, namespace: str) -> tuple[PodInfo, ...]:
         """The pods of job ``job_uid`` in its ``namespace``, by name (as a LIST orders them)."""
@@ -138,8 +134,6 @@ class PodIndex:
             now, before = fresh.get(key), self._pods.get(key)
             if _differ(now, before):
                 changed.update(e.job_uid for e in (now, before) if e is not None)
-        if self._synced:
-            self.relist_corrections += len(changed)
         self._pods = {}
         self._by_job = {}
         for entry in fresh.values():
