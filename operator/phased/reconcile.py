@@ -1420,9 +1420,11 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
     (the node it replaces leaves first: a promotion that landed without the demotion or the
     quarantine before it, the pass killed between them, left the pool an active beyond
     ``nodes.max`` once the node it replaced was well again, which a running generation keeps
-    as a resize still to come). A failure's answer — the failed node quarantined and its
-    worker deleted; then a spare promoted, the survivors deleted and another node claimed to
-    refill — is two round trips of requests sent together instead of one after another.
+    as a resize still to come). The run's pod deletions all go in its first batch: none
+    waits for a node change, and a new generation waits for the workers they stop. A
+    failure's answer — the failed node quarantined and the gang's workers deleted; then a
+    spare promoted and another node claimed to refill — is two round trips of requests sent
+    together instead of one after another.
 
     A run of pod creations goes in batches of 1, 2, 4, ..., as the ReplicaSet and Job
     controllers create pods ("slow start"): one create refused by the namespace (a quota, a
@@ -1435,18 +1437,9 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
         kind = type(acts[start])
         end = start + 1
         if isinstance(acts[start], _TOGETHER):
-            nodes = {getattr(acts[start], "node", None)}
-            others = _changes_another_way(acts[start])
             while end < len(acts) and isinstance(acts[end], _TOGETHER):
-                node = getattr(acts[end], "node", None)
-                if node is not None and node in nodes:
-                    break
-                if _makes_active(acts[end]) and others:
-                    break
-                nodes.add(node)
-                others = others or _changes_another_way(acts[end])
                 end += 1
-            yield tuple(acts[start:end])
+            yield from _run_batches(acts[start:end])
         elif kind is CreatePod:
             while end < len(acts) and type(acts[end]) is CreatePod:
                 end += 1
@@ -1457,6 +1450,32 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
         else:
             yield (acts[start],)
         start = end
+
+
+def _run_batches(run: Sequence[Action]) -> Iterator[tuple[Action, ...]]:
+    """A run of node changes and pod deletions next to each other in a plan, in batches:
+    its deletions all in the first (none waits for a node change), its node changes split
+    where a node comes twice or one is made active after another change (:func:`batches`)."""
+    changes = [a for a in run if not isinstance(a, DeletePod)]
+    at, first = 0, True
+    while at < len(changes) or first:
+        nodes: set[str] = set()
+        others = False
+        end = at
+        while end < len(changes):
+            node = str(getattr(changes[end], "node", ""))
+            if node in nodes or (_makes_active(changes[end]) and others):
+                break
+            nodes.add(node)
+            others = others or _changes_another_way(changes[end])
+            end += 1
+        if first:
+            chosen = {id(a) for a in changes[at:end]}
+            yield tuple(a for a in run if isinstance(a, DeletePod) or id(a) in chosen)
+            first = False
+        else:
+            yield tuple(changes[at:end])
+        at = end
 
 
 def _settle(task: asyncio.Future[Any]) -> None:

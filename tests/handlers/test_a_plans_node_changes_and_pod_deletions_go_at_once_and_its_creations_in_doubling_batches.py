@@ -5,9 +5,12 @@ One request after another, a lost node's answer was a round trip per node change
 read and a patch) and per survivor of the gang to delete before the pass could end, and the
 new generation waits until every one is gone: at 5,000 nodes and an API server under load,
 each round trip is tens of milliseconds. A node changed twice in a plan is changed the
-second time once the first change landed. The creations go as the ReplicaSet and Job
-controllers send theirs ("slow start"): one create refused by the namespace stops the run
-after one request, and a gang is asked for in a few round trips. Every request of a batch is
+second time once the first change landed. The deletions of such a run all go in its first
+batch: none waits for a node change, and the new generation waits for the workers they stop
+(the survivors of a failure went with the spare's promotion, a round trip later). The
+creations go as the ReplicaSet and Job controllers send theirs ("slow start"): one create
+refused by the namespace stops the run after one request, and a gang is asked for in a few
+round trips. Every request of a batch is
 awaited before an error stops the plan, and the first error in the plan's order is the one
 that counts (a refusal is said on the job)."""
 
@@ -69,9 +72,9 @@ def test_node_changes_and_deletions_next_to_each_other_go_as_one_batch_and_creat
 ):
     sizes = [(type(b[0]).__name__, len(b)) for b in batches(_swap(survivors=7, workers=12))]
     assert sizes == [
-        ("QuarantineNode", 1),  # the failed node leaves before its replacement comes
-        ("SetNodeRole", 8),  # the promotion and the 7 deletions: an event between them
-        ("CreatePod", 1),  # does not split them, events go last
+        ("QuarantineNode", 8),  # the failed node leaves, and the 7 survivors' deletions go
+        ("SetNodeRole", 1),  # with it (an event between them does not split them), before
+        ("CreatePod", 1),  # the promotion that replaces it; events go last
         ("CreatePod", 2),
         ("CreatePod", 4),
         ("CreatePod", 5),
@@ -79,8 +82,19 @@ def test_node_changes_and_deletions_next_to_each_other_go_as_one_batch_and_creat
     # Runs are kept in the plan's order; an action of another kind between them splits them.
     split = (DeletePod("a"), EnsureService({}), DeletePod("b"), SetNodeRole("s", NodeRole.ACTIVE))
     assert [len(b) for b in batches(split)] == [1, 1, 2]
+    # Within a run the deletions go first, in the plan's order, and the node changes keep
+    # theirs.
+    plan = [a for a in _swap(7, 12) if not isinstance(a, EmitEvent)]
     sent = [a for b in batches(_swap(7, 12)) for a in b]
-    assert sent == [a for a in _swap(7, 12) if not isinstance(a, EmitEvent)]
+    assert sorted(sent, key=plan.index) == plan
+    assert [a for a in sent if isinstance(a, DeletePod)] == [
+        a for a in plan if isinstance(a, DeletePod)
+    ]
+    assert [type(a).__name__ for a in sent[:9]] == [
+        "QuarantineNode",
+        *["DeletePod"] * 7,
+        "SetNodeRole",
+    ]
 
 
 def test_a_node_changed_twice_in_a_plan_is_changed_once_the_first_change_landed() -> None:
@@ -176,8 +190,11 @@ def test_the_survivors_are_deleted_at_once_and_the_new_workers_created_in_doubli
 ) -> None:
     api = _Api()
     _act(monkeypatch, _swap(survivors=7, workers=8), api)
-    assert [len(b) for b in api.batches] == [1, 8, 1, 2, 4, 1]
-    assert api.batches[1] == ["node", *(f"llm-train-g0-r{i}" for i in range(7))]
+    assert [len(b) for b in api.batches] == [8, 1, 1, 2, 4, 1]
+    # The quarantine and the deletions, then the promotion: the survivors stop a round trip
+    # sooner, and the new generation (which waits for them to be gone) with them.
+    assert api.batches[0] == ["node", *(f"llm-train-g0-r{i}" for i in range(7))]
+    assert api.batches[1] == ["node"]
     assert api.batches[2:] == [
         ["llm-train-g1-r0"],
         ["llm-train-g1-r1", "llm-train-g1-r2"],
@@ -210,5 +227,7 @@ def test_a_failed_delete_stops_the_plan_after_every_delete_of_its_batch_is_back(
     with pytest.raises(KubeError) as failed:
         _act(monkeypatch, _swap(survivors=6, workers=2), api)
     assert failed.value is first  # the first in the plan's order, not the first to come back
-    assert api.sent[2:] == [f"llm-train-g0-r{i}" for i in range(6)]  # no create was sent
+    # The quarantine and every deletion were sent and came back; nothing after their batch
+    # (the promotion, the creates) was.
+    assert api.sent == ["node", *(f"llm-train-g0-r{i}" for i in range(6))]
     assert api.in_flight == 0
