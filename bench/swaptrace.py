@@ -159,7 +159,7 @@ _MOMENTS = (
 )
 _STAGES = (
     ("woken -> read (the job, its pods, ...)", "read"),
-    ("read -> decided (decide, the claims' pod looks)", "decided"),
+    ("read -> decided (decide; the claims' pod looks when it claims first)", "decided"),
     ("decided -> acted (the actions)", "acted"),
     ("acted -> ended (events and status)", "ended"),
 )

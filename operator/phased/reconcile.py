@@ -12,10 +12,14 @@ task at a time, and an event that arrives meanwhile runs it once more afterwards
    found occupied);
 2. decide: :func:`phased.core.decide.decide`, pure. Every node the plan would claim is then
    looked at (a LIST of its pods, by ``spec.nodeName``): if pods of others run there, the
-   plan is decided again with that knowledge, so a claim is never made on an occupied node;
-3. act: perform the plan's actions in order through the kube layer, then write the status
-   once. If an action fails the status is not written: the next pass starts again from the
-   cluster's truth and the old status, so nothing is recorded that did not happen.
+   plan is decided again with that knowledge, so a claim is never made on an occupied node
+   — or, for a plan that acts before it claims (a failure's answer and its refill), the
+   look goes beside those first actions and an occupied node stops the plan before its
+   claim, the job decided again at once;
+3. act: perform the plan's actions in batches through the kube layer (:func:`batches`),
+   then write the status once. If an action fails the status is not written: the next pass
+   starts again from the cluster's truth and the old status, so nothing is recorded that
+   did not happen.
 """
 
 from __future__ import annotations
@@ -72,7 +76,13 @@ from phased.core.model import (
     StartClearing,
     UnquarantineNode,
 )
-from phased.core.occupancy import LOOK_AGAIN_SECONDS, blocking, displaceable, leaving
+from phased.core.occupancy import (
+    LOOK_AGAIN_SECONDS,
+    blocking,
+    displaceable,
+    guests,
+    leaving,
+)
 from phased.core.ownership import Kind, LeftAlone, holds, ownership
 from phased.core.podlabels import label_int, made_by_job
 from phased.core.pools import CPU_TYPE, LineShape, has_type_labels, waiting_shape
@@ -133,6 +143,9 @@ _REPEAT_EVERY = 600.0
 _LISTS_AT_ONCE = 16
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
 _LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time
+# Seconds a promoted node's pod list, taken once its promotion (and clearing mark) landed and
+# finding no pod but the job's, stands in for the next passes' look at it.
+_PROMOTED_CLEAR_FRESH = 1.0
 
 
 def utcnow() -> datetime:
@@ -328,6 +341,8 @@ class Reconciler:
         self._posted: dict[tuple[str, str, str], float] = {}
         # Pods listed on a claim candidate just before the plan was acted on: (time, pods).
         self._looked: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
+        # Pods listed on a node once its promotion landed, found clear: (time, pods).
+        self._promoted_clear: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         self.passes = 0
         self.last_pass_at = time.monotonic()
         self._closing = False
@@ -652,21 +667,31 @@ class Reconciler:
         self._trace(uid, "read")
         now = self.clock()
         plan = decide(snapshot, self.settings, now)
-        for _ in range(_REDECIDES):
-            looked = await self._look_at_claims(plan)
-            if not looked:
-                break
-            pods = {**snapshot.node_pods, **looked}
-            snapshot = replace(snapshot, node_pods=pods)
-            plan = decide(snapshot, self.settings, now)
+        looking: asyncio.Future[dict[str, tuple[NodePod, ...]]] | None = None
+        if _acts_before_claims(plan):
+            # The nodes it would claim are looked at while the actions before their batch
+            # are sent (a failure's answer: the quarantine and the failed worker's deletion,
+            # beside the look at the node that refills the spares).
+            looking = asyncio.ensure_future(self._look_at_claims(plan))
+        else:
+            for _ in range(_REDECIDES):
+                looked = await self._look_at_claims(plan)
+                if not looked:
+                    break
+                pods = {**snapshot.node_pods, **looked}
+                snapshot = replace(snapshot, node_pods=pods)
+                plan = decide(snapshot, self.settings, now)
         if logger.isEnabledFor(logging.DEBUG):
             self._trace(uid, f"decided: {_summary(plan)}")
         entry.claim_refused = False
         try:
-            await self._act(entry, plan, now)
+            await self._act(entry, plan, now, looking)
         except _Refused as refusal:
             await self._say_refused(entry, snapshot, refusal.error, now)
             raise refusal.error from None
+        finally:
+            if looking is not None:
+                _settle(looking)
         self._trace(uid, "acted")
         if entry.claim_refused:
             # The plan's status holds a node it did not get: like a failed action, the
@@ -807,11 +832,20 @@ class Reconciler:
             if now - seen > (LOOK_AGAIN_SECONDS if soon else self._resync):
                 del self.occupied[name]
         found = {name: pods for name, (_, pods) in self.occupied.items()}
+        for name, (seen, _) in list(self._promoted_clear.items()):
+            if now - seen > _PROMOTED_CLEAR_FRESH:
+                del self._promoted_clear[name]
         names = [
             n.name
             for n in nodes
             if labels.ANNOTATION_CLEARING in n.annotations and n.owner_uid == job.uid
         ]
+        # A node this job's last passes promoted and found clear once the promotion landed is
+        # not listed again for a moment: the pass that creates the gang on it (once the
+        # survivors are gone) decides at once.
+        clear = {n: self._promoted_clear[n][1] for n in names if n in self._promoted_clear}
+        names = [n for n in names if n not in clear]
+        found.update(clear)
         found.update(zip(names, await self._pods_on_each(names), strict=True))
         return found
 
@@ -832,6 +866,16 @@ class Reconciler:
                 raise result
             listed.append(result)
         return listed
+
+    async def _look_at_promoted(self, job: JobRef, name: str) -> None:
+        """List the pods of a node just promoted (its clearing mark written with the role):
+        found with no pod but the job's (and those that never count), the list stands in for
+        the look of the job's passes in the next :data:`_PROMOTED_CLEAR_FRESH` seconds. A
+        node where anything else was found is listed afresh by each pass, as before."""
+        pods = await self._pods_on(name)
+        found = guests(pods, job, None, self.settings)
+        if not found.evict and not found.stay:
+            self._promoted_clear[name] = (time.monotonic(), pods)
 
     async def _look_at_claims(self, plan: Plan) -> dict[str, tuple[NodePod, ...]]:
         """The pods on each node the plan would claim, for those where others' pods run
@@ -902,9 +946,26 @@ class Reconciler:
         entry.line_shape = (key, shape)
         return shape
 
-    async def _act(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
-        """The plan's actions, its events aside (:meth:`_post_events`), batch by batch."""
+    async def _act(
+        self,
+        entry: JobEntry,
+        plan: Plan,
+        now: datetime,
+        looking: asyncio.Future[dict[str, tuple[NodePod, ...]]] | None = None,
+    ) -> None:
+        """The plan's actions, its events aside (:meth:`_post_events`), batch by batch.
+        ``looking``: the look at the nodes the plan would claim, still on its way; the first
+        batch with a claim waits for it, and is not sent if others' pods run on one of them
+        (the pass then ends as when a claim is refused, and the job is decided again with
+        the node known to be occupied)."""
         for batch in batches(plan.actions):
+            if looking is not None and any(isinstance(a, ClaimNode) for a in batch):
+                busy = await looking
+                looking = None
+                if busy:
+                    entry.claim_refused = True
+                    self.trigger(entry.ref.uid, 0.1)
+                    return
             # Every request of a batch is awaited before an error stops the plan: none is
             # left in flight when the pass ends. The first error in the plan's order counts.
             results = await asyncio.gather(
@@ -952,9 +1013,12 @@ class Reconciler:
                 await self._claim(entry, name, rv, role, now, replaces)
             case SetNodeRole(node=name, role=role, replaces=lost, at=at, stalled=stalled):
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
-                await self.node_verbs.set_role(
+                was = self.nodes.get(name)
+                changed = await self.node_verbs.set_role(
                     name, job, role, self._preemptible(entry), replaces, now, stalled
                 )
+                if changed and role == NodeRole.ACTIVE and (was is None or was.role != role):
+                    await self._look_at_promoted(job, name)
             case EvictPod(namespace=namespace, name=name, node=node, delete=delete):
                 await self._evict(job, namespace, name, node, delete)
             case StartClearing(node=name):
@@ -1476,6 +1540,15 @@ def _run_batches(run: Sequence[Action]) -> Iterator[tuple[Action, ...]]:
         else:
             yield tuple(changes[at:end])
         at = end
+
+
+def _acts_before_claims(plan: Plan) -> bool:
+    """The plan claims a node, and its first batch (:func:`batches`) claims none: the look
+    at the nodes it would claim can go beside the actions sent before them."""
+    if not any(isinstance(a, ClaimNode) for a in plan.actions):
+        return False
+    first = next(batches(plan.actions), ())
+    return not any(isinstance(a, ClaimNode) for a in first)
 
 
 def _settle(task: asyncio.Future[Any]) -> None:
