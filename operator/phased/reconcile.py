@@ -341,8 +341,9 @@ class Reconciler:
         self._posted: dict[tuple[str, str, str], float] = {}
         # Pods listed on a claim candidate just before the plan was acted on: (time, pods).
         self._looked: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
-        # Pods listed on a node once its promotion landed, found clear: (time, pods).
-        self._promoted_clear: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
+        # Pods listed on a node once its promotion landed, found clear: (time, pods), by
+        # (job UID, node).
+        self._promoted_clear: dict[tuple[str, str], tuple[float, tuple[NodePod, ...]]] = {}
         self.passes = 0
         self.last_pass_at = time.monotonic()
         self._closing = False
@@ -670,8 +671,8 @@ class Reconciler:
         looking: asyncio.Future[dict[str, tuple[NodePod, ...]]] | None = None
         if _acts_before_claims(plan):
             # The nodes it would claim are looked at while the actions before their batch
-            # are sent (a failure's answer: the quarantine and the failed worker's deletion,
-            # beside the look at the node that refills the spares).
+            # are sent (a failure's answer: the quarantine and the gang's deletions, beside
+            # the look at the node that refills the spares).
             looking = asyncio.ensure_future(self._look_at_claims(plan))
         else:
             for _ in range(_REDECIDES):
@@ -832,9 +833,9 @@ class Reconciler:
             if now - seen > (LOOK_AGAIN_SECONDS if soon else self._resync):
                 del self.occupied[name]
         found = {name: pods for name, (_, pods) in self.occupied.items()}
-        for name, (seen, _) in list(self._promoted_clear.items()):
+        for key, (seen, _) in list(self._promoted_clear.items()):
             if now - seen > _PROMOTED_CLEAR_FRESH:
-                del self._promoted_clear[name]
+                del self._promoted_clear[key]
         names = [
             n.name
             for n in nodes
@@ -843,7 +844,8 @@ class Reconciler:
         # A node this job's last passes promoted and found clear once the promotion landed is
         # not listed again for a moment: the pass that creates the gang on it (once the
         # survivors are gone) decides at once.
-        clear = {n: self._promoted_clear[n][1] for n in names if n in self._promoted_clear}
+        promoted = self._promoted_clear
+        clear = {n: promoted[job.uid, n][1] for n in names if (job.uid, n) in promoted}
         names = [n for n in names if n not in clear]
         found.update(clear)
         found.update(zip(names, await self._pods_on_each(names), strict=True))
@@ -871,11 +873,16 @@ class Reconciler:
         """List the pods of a node just promoted (its clearing mark written with the role):
         found with no pod but the job's (and those that never count), the list stands in for
         the look of the job's passes in the next :data:`_PROMOTED_CLEAR_FRESH` seconds. A
-        node where anything else was found is listed afresh by each pass, as before."""
-        pods = await self._pods_on(name)
+        node where anything else was found is listed afresh by each pass, as before. A list
+        that fails is only logged: the promotion landed, and the next pass lists the node."""
+        try:
+            pods = await self._pods_on(name)
+        except KubeError as exc:
+            logger.debug("%s: the pods of promoted node %s: %s", self._label(job.uid), name, exc)
+            return
         found = guests(pods, job, None, self.settings)
         if not found.evict and not found.stay:
-            self._promoted_clear[name] = (time.monotonic(), pods)
+            self._promoted_clear[job.uid, name] = (time.monotonic(), pods)
 
     async def _look_at_claims(self, plan: Plan) -> dict[str, tuple[NodePod, ...]]:
         """The pods on each node the plan would claim, for those where others' pods run

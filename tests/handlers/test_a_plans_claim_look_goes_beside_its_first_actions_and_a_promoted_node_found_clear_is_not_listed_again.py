@@ -38,7 +38,7 @@ from phased.core.model import (
     Snapshot,
 )
 from phased.core.settings import Settings
-from phased.kube.client import KubeClient
+from phased.kube.client import KubeClient, KubeError
 from phased.kube.nodes import Claim
 from phased.reconcile import JobEntry, Reconciler, job_ref_from_raw
 from tests.core.builders import JOB, node, owned
@@ -194,10 +194,12 @@ def test_a_plan_that_claims_first_looks_first_and_chooses_again_within_the_pass(
     assert len(cluster.written) == 1
 
 
+MARK = {labels.ANNOTATION_CLEARING: "2026-03-01T12:00:00Z"}
+
+
 def _clearing(rec: Reconciler) -> None:
     ours = replace(JOB, uid="u1")
-    marked = {labels.ANNOTATION_CLEARING: "2026-03-01T12:00:00Z"}
-    held = (replace(owned(node("s0"), NodeRole.ACTIVE, ours), annotations=marked),)
+    held = (replace(owned(node("s0"), NodeRole.ACTIVE, ours), annotations=MARK),)
     rec.nodes.all = lambda: held  # type: ignore[method-assign]
 
 
@@ -211,8 +213,15 @@ def test_a_promoted_node_found_clear_is_not_listed_again_for_a_moment(
     cluster.timeline.clear()
     found = asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.all()))
     assert found == {"s0": ()} and cluster.timeline == []  # the list after the promotion
-    seen, pods = rec._promoted_clear["s0"]
-    rec._promoted_clear["s0"] = (seen - 1.5, pods)  # a moment later
+    # Another job holding the node next (released, claimed and promoted by it) lists it.
+    other = replace(rec.jobs["u1"].ref, uid="u2")
+    theirs = replace(owned(node("s0"), NodeRole.ACTIVE, replace(JOB, uid="u2")), annotations=MARK)
+    cluster.timeline.clear()
+    asyncio.run(rec._node_pods(other, (theirs,)))
+    assert cluster.timeline == ["list s0", "list s0 done"]
+    cluster.timeline.clear()
+    seen, pods = rec._promoted_clear["u1", "s0"]
+    rec._promoted_clear["u1", "s0"] = (seen - 1.5, pods)  # a moment later
     asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.all()))
     assert cluster.timeline == ["list s0", "list s0 done"]
 
@@ -222,7 +231,7 @@ def test_a_promoted_node_with_a_guest_is_listed_by_each_pass(
 ) -> None:
     promote = Plan(actions=(SetNodeRole("s0", NodeRole.ACTIVE),), status=TrainingJobStatus())
     rec, cluster = _pass(monkeypatch, [promote], frozenset({"s0"}))
-    assert "s0" not in rec._promoted_clear
+    assert not rec._promoted_clear
     _clearing(rec)
     cluster.timeline.clear()
     found = asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.all()))
@@ -245,3 +254,23 @@ def test_a_node_already_active_is_not_listed_when_its_role_is_written_again(
         return cluster.timeline
 
     assert asyncio.run(scenario()) == ["set role s0", "set role s0 done"]
+
+
+def test_a_promoted_nodes_list_that_fails_fails_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The promotion landed; the list only spares the next passes a request."""
+
+    async def scenario() -> Reconciler:
+        rec = Reconciler(KubeClient(FakeApi([]), retries=0), Settings())  # type: ignore[arg-type]
+        entry = JobEntry(ref=job_ref_from_raw(RAW), raw=RAW)
+        rec.jobs["u1"] = entry
+        cluster = _Cluster(rec)
+
+        async def broken(name: str) -> list[Any]:
+            raise KubeError(500, "InternalError", "etcd timeout", "list", "pods")
+
+        cluster.on_node = broken  # type: ignore[method-assign]
+        rec.pod_verbs.on_node = broken  # type: ignore[method-assign]
+        await rec._perform(entry, SetNodeRole("s0", NodeRole.ACTIVE), NOW)
+        return rec
+
+    assert not asyncio.run(scenario())._promoted_clear
