@@ -8,8 +8,8 @@ task at a time, and an event that arrives meanwhile runs it once more afterwards
    :class:`~phased.kube.podindex.PodIndex` (or, for some passes, the job by a GET and its
    pods by a LIST on the job-uid label, at once: :meth:`Reconciler._reads_afresh`), every
    Node from the in-memory :class:`~phased.kube.nodeview.NodeView`, and the pods on the few
-   nodes whose pods matter now (the job's nodes being cleared of guests; nodes recently
-   found occupied);
+   nodes whose pods matter now (the job's nodes being cleared of guests, but for a spare it
+   promoted and found clear a moment ago; nodes recently found occupied);
 2. decide: :func:`phased.core.decide.decide`, pure. Every node the plan would claim is then
    looked at (a LIST of its pods, by ``spec.nodeName``): if pods of others run there, the
    plan is decided again with that knowledge, so a claim is never made on an occupied node
@@ -823,7 +823,8 @@ class Reconciler:
     async def _node_pods(
         self, job: JobRef, nodes: Iterable[NodeInfo]
     ) -> dict[str, tuple[NodePod, ...]]:
-        """Pods on the job's nodes being cleared (fresh), and on nodes recently found
+        """Pods on the job's nodes being cleared (fresh; for one the job promoted and found
+        clear within ``_PROMOTED_CLEAR_FRESH``, that list), and on nodes recently found
         occupied (remembered for a resync interval; only ``LOOK_AGAIN_SECONDS`` when every
         pod keeping the node out was on its way out, so that the pass decide asks for then
         looks at it afresh)."""
