@@ -16,10 +16,11 @@ task at a time, and an event that arrives meanwhile runs it once more afterwards
    — or, for a plan that acts before it claims (a failure's answer and its refill), the
    look goes beside those first actions and an occupied node stops the plan before its
    claim, the job decided again at once;
-3. act: perform the plan's actions in batches through the kube layer (:func:`batches`),
-   then write the status once. If an action fails the status is not written: the next pass
-   starts again from the cluster's truth and the old status, so nothing is recorded that
-   did not happen.
+3. act: perform the plan's actions in batches through the kube layer (:func:`batches`;
+   a batch's pod deletions are not awaited by the node changes after them, only by
+   anything else and by the end of the pass), then write the status once. If an action
+   fails the status is not written: the next pass starts again from the cluster's truth
+   and the old status, so nothing is recorded that did not happen.
 """
 
 from __future__ import annotations
@@ -962,33 +963,33 @@ class Reconciler:
         looking: asyncio.Future[dict[str, tuple[NodePod, ...]]] | None = None,
     ) -> None:
         """The plan's actions, its events aside (:meth:`_post_events`), batch by batch.
-        ``looking``: the look at the nodes the plan would claim, still on its way; the first
-        batch with a claim waits for it, and is not sent if others' pods run on one of them
-        (the pass then ends as when a claim is refused, and the job is decided again with
-        the node known to be occupied)."""
-        for batch in batches(plan.actions):
-            if looking is not None and any(isinstance(a, ClaimNode) for a in batch):
-                busy = await looking
-                looking = None
-                if busy:
-                    entry.claim_refused = True
-                    self.trigger(entry.ref.uid, 0.1)
-                    return
-            # Every request of a batch is awaited before an error stops the plan: none is
-            # left in flight when the pass ends. The first error in the plan's order counts.
-            results = await asyncio.gather(
-                *(self._perform(entry, action, now) for action in batch), return_exceptions=True
-            )
-            for action, result in zip(batch, results, strict=True):
-                if not isinstance(result, BaseException):
-                    continue
-                if (
-                    isinstance(result, KubeError)
-                    and isinstance(action, _IN_NAMESPACE)
-                    and result.status in _REFUSED
-                ):
-                    raise _Refused(result) from result
-                raise result
+        A batch's pod deletions are not awaited by the node changes after them: they land
+        before the next batch of anything else (:func:`_waits_for_deletions`) and before
+        the pass ends (:func:`batches`). ``looking``: the look at the nodes the plan would
+        claim, still on its way; the first batch with a claim waits for it, and is not sent
+        if others' pods run on one of them (the pass then ends as when a claim is refused,
+        and the job is decided again with the node known to be occupied)."""
+        deleting: list[tuple[Action, asyncio.Future[None]]] = []
+        try:
+            for batch in batches(plan.actions):
+                if deleting and _waits_for_deletions(batch):
+                    await _landed(deleting)
+                if looking is not None and any(isinstance(a, ClaimNode) for a in batch):
+                    busy = await looking
+                    looking = None
+                    if busy:
+                        entry.claim_refused = True
+                        self.trigger(entry.ref.uid, 0.1)
+                        break
+                sent = [(a, asyncio.ensure_future(self._perform(entry, a, now))) for a in batch]
+                deleting.extend((a, f) for a, f in sent if isinstance(a, DeletePod))
+                await _landed([(a, f) for a, f in sent if not isinstance(a, DeletePod)])
+            await _landed(deleting)
+        finally:
+            # A batch that failed, or a pass cancelled: the deletions still in flight are
+            # awaited (or cancelled) before the pass ends, their errors after its own.
+            if deleting:
+                await asyncio.gather(*(f for _, f in deleting), return_exceptions=True)
 
     async def _post_events(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
         """The events of a plan whose actions all landed, posted at once (each is its own
@@ -1492,11 +1493,13 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
     (the node it replaces leaves first: a promotion that landed without the demotion or the
     quarantine before it, the pass killed between them, left the pool an active beyond
     ``nodes.max`` once the node it replaced was well again, which a running generation keeps
-    as a resize still to come). The run's pod deletions all go in its first batch: none
-    waits for a node change, and a new generation waits for the workers they stop. A
-    failure's answer — the failed node quarantined and the gang's workers deleted; then a
-    spare promoted and another node claimed to refill — is two round trips of requests sent
-    together instead of one after another.
+    as a resize still to come). The run's pod deletions all go in its first batch, after
+    its node changes: none waits for a node change, and a new generation waits for the
+    workers they stop. The node changes after them do not wait for them either
+    (``Reconciler._act``): they land before the next batch of anything else and before the
+    pass ends. A failure's answer — the failed node quarantined, then a spare promoted and
+    another node claimed to refill, the gang's workers deleted meanwhile — is two round
+    trips of node changes one after another, the deletions beside them.
 
     A run of pod creations goes in batches of 1, 2, 4, ..., as the ReplicaSet and Job
     controllers create pods ("slow start"): one create refused by the namespace (a quota, a
@@ -1526,8 +1529,10 @@ def batches(actions: Iterable[Action]) -> Iterator[tuple[Action, ...]]:
 
 def _run_batches(run: Sequence[Action]) -> Iterator[tuple[Action, ...]]:
     """A run of node changes and pod deletions next to each other in a plan, in batches:
-    its deletions all in the first (none waits for a node change), its node changes split
-    where a node comes twice or one is made active after another change (:func:`batches`)."""
+    its deletions all in the first, after its node changes (none waits for a node change,
+    and the first node changes — a failed node's quarantine — are not sent behind them),
+    its node changes split where a node comes twice or one is made active after another
+    change (:func:`batches`)."""
     changes = [a for a in run if not isinstance(a, DeletePod)]
     at, first = 0, True
     while at < len(changes) or first:
@@ -1542,12 +1547,38 @@ def _run_batches(run: Sequence[Action]) -> Iterator[tuple[Action, ...]]:
             others = others or _changes_another_way(changes[end])
             end += 1
         if first:
-            chosen = {id(a) for a in changes[at:end]}
-            yield tuple(a for a in run if isinstance(a, DeletePod) or id(a) in chosen)
+            yield (*changes[at:end], *(a for a in run if isinstance(a, DeletePod)))
             first = False
         else:
             yield tuple(changes[at:end])
         at = end
+
+
+def _waits_for_deletions(batch: Sequence[Action]) -> bool:
+    """A batch sent only once the pod deletions sent before it have landed: any but node
+    changes and deletions (a pod created, a guest evicted, a Service ensured) — a new
+    generation waits for the workers the deletions stop, and an error in a deletion stops
+    the plan before it."""
+    return not all(isinstance(a, _TOGETHER) for a in batch)
+
+
+async def _landed(sent: list[tuple[Action, asyncio.Future[None]]]) -> None:
+    """Await requests sent at once, every one before an error stops the plan (none is
+    left in flight); the first error in the order they were sent is the one raised, a
+    refusal by what guards the namespace as :class:`_Refused`. Empties ``sent``."""
+    results = await asyncio.gather(*(f for _, f in sent), return_exceptions=True)
+    actions = [a for a, _ in sent]
+    sent.clear()
+    for action, result in zip(actions, results, strict=True):
+        if not isinstance(result, BaseException):
+            continue
+        if (
+            isinstance(result, KubeError)
+            and isinstance(action, _IN_NAMESPACE)
+            and result.status in _REFUSED
+        ):
+            raise _Refused(result) from result
+        raise result
 
 
 def _acts_before_claims(plan: Plan) -> bool:

@@ -6,13 +6,15 @@ read and a patch) and per survivor of the gang to delete before the pass could e
 new generation waits until every one is gone: at 5,000 nodes and an API server under load,
 each round trip is tens of milliseconds. A node changed twice in a plan is changed the
 second time once the first change landed. The deletions of such a run all go in its first
-batch: none waits for a node change, and the new generation waits for the workers they stop
-(the survivors of a failure went with the spare's promotion, a round trip later). The
-creations go as the ReplicaSet and Job controllers send theirs ("slow start"): one create
-refused by the namespace stops the run after one request, and a gang is asked for in a few
-round trips. Every request of a batch is
-awaited before an error stops the plan, and the first error in the plan's order is the one
-that counts (a refusal is said on the job)."""
+batch, after its node changes: none waits for a node change, and the new generation waits
+for the workers they stop (the survivors of a failure went with the spare's promotion, a
+round trip later). Nor do the node changes after them wait for them: a spare's promotion
+goes once the failed node's quarantine is back, the deletions still out; they are awaited
+before anything else is sent and before the pass ends. The creations go as the ReplicaSet
+and Job controllers send theirs ("slow start"): one create refused by the namespace stops
+the run after one request, and a gang is asked for in a few round trips. Every request sent
+is awaited before an error stops the plan, and the first error in the order they were sent
+is the one that counts (a refusal is said on the job)."""
 
 from __future__ import annotations
 
@@ -82,8 +84,8 @@ def test_node_changes_and_deletions_next_to_each_other_go_as_one_batch_and_creat
     # Runs are kept in the plan's order; an action of another kind between them splits them.
     split = (DeletePod("a"), EnsureService({}), DeletePod("b"), SetNodeRole("s", NodeRole.ACTIVE))
     assert [len(b) for b in batches(split)] == [1, 1, 2]
-    # Within a run the deletions go first, in the plan's order, and the node changes keep
-    # theirs.
+    # Within a batch the node changes go first (the failed node's quarantine is not sent
+    # behind the deletions), then the deletions, each in the plan's order.
     plan = [a for a in _swap(7, 12) if not isinstance(a, EmitEvent)]
     sent = [a for b in batches(_swap(7, 12)) for a in b]
     assert sorted(sent, key=plan.index) == plan
@@ -107,7 +109,7 @@ def test_a_node_changed_twice_in_a_plan_is_changed_once_the_first_change_landed(
         ClaimNode("f", "7", NodeRole.SPARE),
     )
     assert [[type(a).__name__ for a in b] for b in batches(plan)] == [
-        ["SetNodeRole", "DeletePod", "QuarantineNode"],  # the promotion comes first here
+        ["SetNodeRole", "QuarantineNode", "DeletePod"],  # the promotion comes first here
         # "s" again: the next batch, sent once the first is back (the release of "n" after
         # its quarantine, too)
         ["StartClearing", "ReleaseNode", "ClaimNode"],
@@ -138,11 +140,15 @@ def test_a_node_made_active_waits_for_the_node_changes_before_it() -> None:
 class _Api:
     """The pass's requests, recorded with how many were in flight; errors by pod name."""
 
-    def __init__(self) -> None:
+    def __init__(self, ticks: int = 3) -> None:
         self.in_flight = 0
         self.batches: list[list[str]] = []  # pods sent while others of the batch were out
         self.sent: list[str] = []
+        self.log: list[str] = []  # "name" when sent, "name back" when answered
         self.errors: dict[str, KubeError] = {}
+        self.ticks = ticks  # how long a request stays out
+        self.slow: dict[str, int] = {}  # ... or, by name, this long
+        self.out_at_end = -1  # requests still out when the pass ended
 
     async def _request(self, name: str) -> None:
         if self.in_flight == 0:
@@ -150,13 +156,16 @@ class _Api:
         self.in_flight += 1
         self.batches[-1].append(name)
         self.sent.append(name)
+        self.log.append(name)
         try:
-            for _ in range(3):  # stay out long enough for the rest of a batch to be sent
+            # stay out long enough for the rest of a batch to be sent
+            for _ in range(self.slow.get(name, self.ticks)):
                 await asyncio.sleep(0)
             if name in self.errors:
                 raise self.errors[name]
         finally:
             self.in_flight -= 1
+            self.log.append(f"{name} back")
 
     async def delete(self, namespace: str, name: str, **_: Any) -> None:
         await self._request(name)
@@ -165,8 +174,9 @@ class _Api:
         await self._request(manifest["metadata"]["name"])
         return manifest  # the pod as created
 
-    async def node(self, *_: Any, **__: Any) -> None:
+    async def node(self, name: str, *_: Any, **__: Any) -> bool:
         await self._request("node")
+        return False  # nothing changed that the pass must look at
 
     async def post(self, *_: Any) -> None:
         return None
@@ -182,7 +192,14 @@ def _act(monkeypatch: pytest.MonkeyPatch, actions: tuple[Action, ...], api: _Api
     monkeypatch.setattr(rec.node_verbs, "set_role", api.node)
     monkeypatch.setattr(rec.event_verbs, "post", api.post)
     plan = Plan(actions=actions, status=TrainingJobStatus())
-    asyncio.run(rec._act(entry, plan, NOW))
+
+    async def act() -> None:
+        try:
+            await rec._act(entry, plan, NOW)
+        finally:
+            api.out_at_end = api.in_flight
+
+    asyncio.run(act())
 
 
 def test_the_survivors_are_deleted_at_once_and_the_new_workers_created_in_doubling_batches(
@@ -227,7 +244,43 @@ def test_a_failed_delete_stops_the_plan_after_every_delete_of_its_batch_is_back(
     with pytest.raises(KubeError) as failed:
         _act(monkeypatch, _swap(survivors=6, workers=2), api)
     assert failed.value is first  # the first in the plan's order, not the first to come back
-    # The quarantine and every deletion were sent and came back; nothing after their batch
-    # (the promotion, the creates) was.
-    assert api.sent == ["node", *(f"llm-train-g0-r{i}" for i in range(6))]
+    # The quarantine and every deletion were sent and came back, and the promotion (which
+    # waits for the quarantine only); the creates (which wait for the deletions) were not.
+    assert api.sent == ["node", *(f"llm-train-g0-r{i}" for i in range(6)), "node"]
     assert api.in_flight == 0
+
+
+def test_the_promotion_goes_while_the_survivors_deletions_are_out_and_the_creates_after_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = _Api()
+    api.slow = {f"llm-train-g0-r{i}": 40 for i in range(7)}  # deletions slower than a patch
+    _act(monkeypatch, _swap(survivors=7, workers=2), api)
+    deletions = [f"llm-train-g0-r{i}" for i in range(7)]
+    # The quarantine first, then the deletions; the promotion once the quarantine is back,
+    # before any deletion is; the first create once every deletion is.
+    assert api.log[:8] == ["node", *deletions]
+    promoted = api.log.index("node", 1)
+    assert api.log.index("node back") < promoted
+    assert all(api.log.index(f"{d} back") > promoted for d in deletions)
+    first_create = api.log.index("llm-train-g1-r0")
+    assert all(api.log.index(f"{d} back") < first_create for d in deletions)
+    assert api.out_at_end == 0
+
+
+def test_a_failed_node_change_stops_the_plan_once_the_deletions_out_beside_it_are_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = _Api()
+    conflict = KubeError(500, "InternalError", "etcd timeout", "patch", "nodes")
+    later = KubeError(500, "InternalError", "later", "delete", "pods")
+    api.errors["node"] = conflict
+    api.errors["llm-train-g0-r0"] = later
+    api.slow = {f"llm-train-g0-r{i}": 40 for i in range(3)}
+    with pytest.raises(KubeError) as failed:
+        _act(monkeypatch, _swap(survivors=3, workers=2), api)
+    assert failed.value is conflict  # the quarantine's, sent first
+    # Nothing after the quarantine's batch was sent, and no deletion was left out.
+    assert api.sent == ["node", *(f"llm-train-g0-r{i}" for i in range(3))]
+    assert api.in_flight == 0
+    assert api.out_at_end == 0  # every deletion was back before the error left the pass

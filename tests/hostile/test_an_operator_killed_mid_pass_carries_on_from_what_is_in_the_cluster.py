@@ -11,14 +11,15 @@ node is healthy again the job makes progress."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from phased.core.model import Action, EmitEvent
-from phased.reconcile import batches
+from phased.core.model import Action, DeletePod, EmitEvent
+from phased.reconcile import _waits_for_deletions, batches
 from tests.core.builders import Cluster
 from tests.hostile.test_random_failure_sequences_keep_the_pool_and_the_ledger_whole import (
     BOUNDED,
@@ -39,19 +40,31 @@ kills = st.one_of(st.none(), st.integers(0, 100))
 
 def landed_before_kill(actions: Sequence[Action], cut: int) -> list[Action]:
     """What of a plan's actions (its events aside) landed when its pass was killed after
-    ``cut`` % of them. They go in batches (``reconcile.batches``), each batch's requests at
-    once: every batch before the kill landed whole, and of the one in flight any may have
-    landed — here as many as the cut reaches, its first ones for an even cut and its last
-    ones for an odd one."""
+    ``cut`` % of them were sent. They go in batches (``reconcile.batches``), each batch's
+    requests at once: every batch before the kill landed whole, and of the one in flight
+    any may have landed — here as many as the cut reaches, its first ones for an even cut
+    and its last ones for an odd one. A batch's pod deletions are not awaited by the node
+    changes after them (``Reconciler._act``): of those sent and not yet awaited when the
+    pass was killed, any subset landed — here one drawn from the cut."""
     acts = [a for a in actions if not isinstance(a, EmitEvent)]
     left = len(acts) * cut // 100
     landed: list[Action] = []
+    deleting: list[Action] = []
     for batch in batches(acts):
+        if _waits_for_deletions(batch):
+            landed.extend(deleting)
+            deleting = []
         if left < len(batch):
-            landed.extend(batch[:left] if cut % 2 == 0 else batch[len(batch) - left :])
-            break
-        landed.extend(batch)
+            done = batch[:left] if cut % 2 == 0 else batch[len(batch) - left :]
+            deleting.extend(a for a in batch if isinstance(a, DeletePod) and a not in done)
+            draw = random.Random(cut)
+            landed.extend(a for a in deleting if draw.random() < 0.5)
+            landed.extend(done)
+            return landed
+        landed.extend(a for a in batch if not isinstance(a, DeletePod))
+        deleting.extend(a for a in batch if isinstance(a, DeletePod))
         left -= len(batch)
+    landed.extend(deleting)
     return landed
 
 
