@@ -77,6 +77,9 @@ class Draft:
     # The unheld candidates (phased.core.sizing._unheld) by the set of nodes the job holds
     # when they were looked for: the nodes and the pods seen on them do not change in a pass.
     unheld_memo: dict[frozenset[str], tuple[NodeInfo, ...]] = field(default_factory=dict)
+    # ... and what they are taken from, whatever the job holds: the nodes in the operator's
+    # nodeSelector with no pod of others seen and no fault condition (walked once a pass).
+    claimable: tuple[NodeInfo, ...] | None = None
 
     @classmethod
     def for_snapshot(

@@ -280,22 +280,31 @@ def outage(
         return None
     began = min(f.detected for f in failed if f.node in nodes)
     start = shifted(began, -parse_duration(policy.mass_failure.window))
-    size: dict[tuple[str, ...], int] = {}
-    down: dict[tuple[str, ...], int] = {}
     window = parse_duration(policy.mass_failure.window)
+    # Only the failed nodes' domains are counted: one walk over the nodes, the state of a
+    # Ready one not looked into (every pass that answers a failure makes it, over every
+    # node the operator sees).
+    keys = sorted({k for n in names for k in _domains(nodes[n])}, key=lambda k: (len(k), k))
+    size = dict.fromkeys(keys, 0)
+    down = dict.fromkeys(keys, 0)
     for node in nodes.values():
+        zone = (node.topology[0],)
+        counted = zone in size
+        if counted:
+            size[zone] += 1
+        if node.ready:
+            continue
         ready = node.condition("Ready")
-        went = (
+        if (
             ready is not None
-            and ready.status != "True"
             and ready.last_transition is not None
             and ready.last_transition >= start
             and not _joining(node, ready.last_transition, window)
-        )
-        for key in _domains(node):
-            size[key] = size.get(key, 0) + 1
-            down[key] = down.get(key, 0) + (1 if went else 0)
-    keys = sorted({k for n in names for k in _domains(nodes[n])}, key=lambda k: (len(k), k))
+        ):
+            down[()] += 1
+            if counted:
+                down[zone] += 1
+    size[()] = len(nodes)
     for key in keys:
         percent = max(OUTAGE_PERCENT, policy.mass_failure.max_failed_percent)
         allowed = max(1, math.floor(size[key] * percent / 100))

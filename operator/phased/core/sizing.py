@@ -239,19 +239,21 @@ def _unheld(draft: Draft) -> tuple[NodeInfo, ...]:
     fault's own start, long before the job held it).
 
     Looked for once per set of nodes the job holds in a pass (``Draft.unheld_memo``): a
-    failure's pass asked up to five times, each a walk over every node of the cluster."""
+    failure's pass asked up to five times, each a walk over every node of the cluster. Only
+    the first walk reads the nodes (``Draft.claimable``); the others leave out what is held."""
     held = frozenset(draft.roles)
     found = draft.unheld_memo.get(held)
     if found is None:
-        faults = frozenset(draft.spec.failure_policy.gpu_fault_conditions)
-        found = tuple(
-            n
-            for n in draft.nodes.values()
-            if n.name not in held
-            and n.name not in draft.occupied
-            and in_scope(n, draft.settings)
-            and not any(c.status == "True" and c.type in faults for c in n.conditions)
-        )
+        if draft.claimable is None:
+            faults = frozenset(draft.spec.failure_policy.gpu_fault_conditions)
+            draft.claimable = tuple(
+                n
+                for n in draft.nodes.values()
+                if n.name not in draft.occupied
+                and in_scope(n, draft.settings)
+                and not any(c.status == "True" and c.type in faults for c in n.conditions)
+            )
+        found = tuple(n for n in draft.claimable if n.name not in held)
         draft.unheld_memo[held] = found
     return found
 
