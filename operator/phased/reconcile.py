@@ -987,7 +987,8 @@ class Reconciler:
             await _landed(deleting)
         finally:
             # A batch that failed, or a pass cancelled: the deletions still in flight are
-            # awaited (or cancelled) before the pass ends, their errors after its own.
+            # awaited before the pass ends (none is left in flight); the error raised is
+            # the failed batch's, theirs only awaited.
             if deleting:
                 await asyncio.gather(*(f for _, f in deleting), return_exceptions=True)
 
