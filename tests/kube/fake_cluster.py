@@ -43,6 +43,8 @@ class FakeCluster:
         self.calls: list[tuple[str, str]] = []  # (method, path)
         self.after_patch: Callable[[str], None] | None = None
         self.busy: dict[str, int] = {}  # node -> patches that lose to another writer first
+        # told the node's name as a node patch answers 409 (a watch bringing the winning write)
+        self.on_conflict: Callable[[str], None] | None = None
         # writes of another client (the operator's status) that land just before each of the
         # next job patches, one each, in order
         self.job_writers: list[Callable[[JSON], None]] = []
@@ -133,6 +135,8 @@ class FakeCluster:
             node["metadata"]["resourceVersion"] = str(self._rv)
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != node["metadata"]["resourceVersion"]:
+            if self.on_conflict is not None:
+                self.on_conflict(name)
             raise Conflict(409, "Conflict", "the object has been modified", "patch", resource)
         patch = copy.deepcopy(body)
         patch["metadata"].pop("resourceVersion", None)

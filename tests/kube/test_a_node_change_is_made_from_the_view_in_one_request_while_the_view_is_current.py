@@ -3,12 +3,14 @@ controller writes from its informer's cache: one PATCH with the view's resourceV
 its precondition, no read before it. The view keeps every field a change reads (labels, our
 annotations and the autoscalers' guards, taints with their ``timeAdded``, the cordon), so
 what is written is what a fresh read would have given. A view that is behind the API (the
-patch answers 409) is followed by the read and the change made again from it; so is a view
-on which there is nothing to change."""
+patch answers 409) is looked at again: moved on meanwhile (the watch brought the write
+that beat ours), the change is made from it again; else it is followed by the read and the
+change made again from that, as is a view on which there is nothing to change."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -101,6 +103,41 @@ def test_a_view_behind_the_api_is_followed_by_a_read_and_the_change_made_from_it
     assert UNREACHABLE in node["spec"]["taints"]  # not lost to the view's older copy
     assert node["spec"]["unschedulable"] is True
     assert node["metadata"]["labels"][labels.LABEL_ROLE] == "quarantined"
+
+
+def test_a_view_the_watch_brought_on_during_a_409_is_written_from_without_a_read() -> None:
+    cluster, view, verbs = _setup()
+    raw = cluster.nodes["n"]
+    raw["spec"]["taints"] = [UNREACHABLE]  # the node lifecycle controller's taint ...
+    raw["metadata"]["resourceVersion"] = "999"
+
+    def watched(name: str) -> None:  # ... which the watch brings as the 409 comes back
+        view.refresh(name, copy.deepcopy(cluster.nodes[name]))
+
+    cluster.on_conflict = watched
+    assert run(verbs.quarantine("n", JOB, "{}"))
+    assert cluster.calls == [("PATCH", "/api/v1/nodes/n"), ("PATCH", "/api/v1/nodes/n")]
+    node = cluster.nodes["n"]
+    assert UNREACHABLE in node["spec"]["taints"]
+    assert node["spec"]["unschedulable"] is True
+
+
+def test_a_view_that_moves_on_and_is_still_behind_is_given_up_for_a_read_after_two_tries() -> None:
+    cluster, view, verbs = _setup()
+
+    def watched(name: str) -> None:
+        view.refresh(name, copy.deepcopy(cluster.nodes[name]))
+
+    cluster.on_conflict = watched
+    cluster.busy["n"] = 2  # another writer beats the next two patches
+    assert run(verbs.set_role("n", JOB, NodeRole.ACTIVE, now=NOW))
+    assert cluster.calls == [
+        ("PATCH", "/api/v1/nodes/n"),
+        ("PATCH", "/api/v1/nodes/n"),
+        ("GET", "/api/v1/nodes/n"),
+        ("PATCH", "/api/v1/nodes/n"),
+    ]
+    assert cluster.nodes["n"]["metadata"]["labels"][labels.LABEL_ROLE] == "active"
 
 
 def _whole() -> dict[str, Any]:

@@ -38,6 +38,7 @@ Mutation = Callable[[JSON], JSON | None]  # fresh node -> patch body, or None to
 Seen = Callable[[str, JSON | None], None]  # (name, the node as the API holds it; None: gone)
 Known = Callable[[str], NodeInfo | None]  # name -> the node as the caller's view holds it
 _ATTEMPTS = 4
+_FROM_VIEW = 2  # changes tried from the view before the node is read
 _RELEASE_PAUSES = (0.2, 0.5, 1.0, 2.0)  # seconds between rounds of _ATTEMPTS (a person waits)
 NODES = "/api/v1/nodes"
 
@@ -237,16 +238,28 @@ class NodeVerbs:
         reads (labels, our annotations and the autoscalers' guards, taints with their
         ``timeAdded``, the cordon) at the resourceVersion it names, so the precondition
         holds exactly when the API still has that node, and a change is one request, not
-        a read and a write. A view that is behind (409), or on which there is nothing to
-        change (the API may know better), is followed by the read."""
+        a read and a write. A view that is behind (409) is looked at again: the write that
+        beat ours (the node lifecycle controller's taint on a node gone NotReady, as we
+        quarantine it) has often reached it by the time the 409 comes back, and then the
+        change is made again from it, still one request. A view that has not moved, or on
+        which there is nothing to change (the API may know better), is followed by the read."""
+        tried: set[str] = set()
         cached = self._known(name) if self._known is not None else None
-        if cached is not None and cached.resource_version:
+        while (
+            cached is not None
+            and cached.resource_version
+            and cached.resource_version not in tried
+            and len(tried) < _FROM_VIEW
+        ):
             patch = mutate(_raw(cached))
-            if patch is not None:
-                landed, written = await self._write(name, cached.resource_version, patch, gone)
-                if landed:
-                    return written
-                # 409: the view is behind the API: read the node
+            if patch is None:
+                break
+            tried.add(cached.resource_version)
+            landed, written = await self._write(name, cached.resource_version, patch, gone)
+            if landed:
+                return written
+            # 409: the view is behind the API: has the watch brought it on since?
+            cached = self._known(name) if self._known is not None else None
         for _ in range(_ATTEMPTS):
             try:
                 node = await self.get(name)
