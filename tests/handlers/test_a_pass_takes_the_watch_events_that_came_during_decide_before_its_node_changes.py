@@ -15,7 +15,6 @@ import asyncio
 import copy
 import json
 import socket
-from datetime import UTC, datetime
 from typing import Any
 
 from phased.api.v1alpha1 import NodeRole, TrainingJobStatus
@@ -25,16 +24,13 @@ from phased.core.settings import Settings
 from phased.kube.client import KubeClient
 from phased.kube.nodes import NodeVerbs
 from phased.reconcile import JobEntry, Reconciler, job_ref_from_raw
+from tests.handlers.test_a_plans_node_changes_and_pod_deletions_go_at_once_and_its_creations_in_doubling_batches import (  # noqa: E501
+    NOW,
+    RAW,
+)
 from tests.kube.fake_cluster import FakeCluster
 from tests.kube.test_the_client_retries_transient_failures_and_nothing_else import FakeApi
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-RAW = {
-    "apiVersion": "phased.dev/v1alpha1",
-    "kind": "TrainingJob",
-    "metadata": {"name": "llm", "namespace": "ml", "uid": "u1", "resourceVersion": "5"},
-    "spec": {},
-}
 UNREACHABLE = {
     "key": "node.kubernetes.io/unreachable",
     "effect": "NoExecute",
