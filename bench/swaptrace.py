@@ -65,6 +65,9 @@ class Timeline:
     replaced: float | None = None  # the bench saw the new pod
     stages: dict[str, float] = field(default_factory=dict)  # the answering pass's, seconds
     requests: dict[str, tuple[int, float]] = field(default_factory=dict)  # kind: (n, seconds)
+    # The job's passes that began after the answering pass ended and before the creating one
+    # (which waits behind each): what each decided and how long it took, seconds.
+    between: list[tuple[str, float]] = field(default_factory=list)
 
 
 def resource_of(path: str) -> str:
@@ -145,7 +148,28 @@ def timeline(failure: Failure, lines: Sequence[Line]) -> Timeline:
         creating = [x for x in passes if x.what == "began" and x.at <= create.at]
         if creating:
             t.creating_began = creating[-1].at - zero
+            if ended is not None:
+                t.between = _between(passes, ended, creating[-1])
     return t
+
+
+def _between(passes: Sequence[Line], ended: Line, creating: Line) -> list[tuple[str, float]]:
+    """The passes of ``passes`` (one job's, in the log's order) that began after the line
+    ``ended`` and before ``creating`` began: each one's plan (what ``decided`` said) and
+    time (from its ``ended in X ms``). By position in the log, not by stamp: a pass may
+    begin in the millisecond the one before it ended."""
+    start, stop = passes.index(ended), passes.index(creating)
+    found: list[tuple[str, float]] = []
+    plan = ""
+    for line in passes[start + 1 : stop]:
+        if line.what == "began":
+            plan = ""
+        elif line.what == "decided":
+            plan = line.detail.lstrip(": ").strip()
+        elif line.what == "ended":
+            took = re.search(r"in ([\d.]+) ms", line.detail)
+            found.append((plan or "?", float(took.group(1)) / 1000 if took else 0.0))
+    return found
 
 
 _MOMENTS = (
@@ -197,4 +221,44 @@ def report(timelines: Sequence[Timeline]) -> str:
     text += "\n\n" + table(
         ("the answering pass's requests", "median count", "median ms (summed)", "p99 ms"), rows
     )
+    return text + "\n\n" + _between_report(timelines)
+
+
+def _between_report(timelines: Sequence[Timeline]) -> str:
+    """Two tables: the swaps by how many passes of their job ran between the answering pass
+    and the one that created the new workers (each waits behind them), with the gap and
+    the reaction; and those passes by what they decided."""
+    found = [t for t in timelines if t.creating_began is not None and t.answer_ended is not None]
+    groups: dict[str, list[Timeline]] = {}
+    for t in found:
+        n = len(t.between)
+        groups.setdefault(str(n) if n < 3 else "3 or more", []).append(t)
+    rows: list[tuple[str, object, str, str, str]] = []
+    for key in sorted(groups):
+        group = groups[key]
+        _, gap, gap99 = _ms((t.creating_began or 0.0) - (t.answer_ended or 0.0) for t in group)
+        _, react, _ = _ms(t.replaced for t in group)
+        rows.append((key, len(group), gap, gap99, react))
+    text = table(
+        (
+            "the job's passes between the answer and the creating pass",
+            "swaps",
+            "answer ended -> creating began, median ms",
+            "p99 ms",
+            "reaction median ms",
+        ),
+        rows,
+    )
+    plans: dict[str, list[float]] = {}
+    for t in found:
+        for plan, took in t.between:
+            plans.setdefault(plan, []).append(took)
+    rows2 = []
+    for plan in sorted(plans, key=lambda p: (-len(plans[p]), p)):
+        n, med, p99 = _ms(plans[plan])
+        rows2.append((plan, n, med, p99))
+    if rows2:
+        text += "\n\n" + table(
+            ("what those passes decided", "passes", "median ms", "p99 ms"), rows2
+        )
     return text

@@ -137,3 +137,36 @@ def test_the_clients_trace_line_is_one_the_bench_reads(caplog: pytest.LogCapture
     (line,) = swaptrace.parse("\n".join(handler_text))
     assert (line.kind, line.job, line.what) == ("request", "ns/job-1", "PATCH nodes")
     assert 0.012 <= line.took < 1.0
+
+
+def test_the_jobs_passes_between_the_answer_and_the_creating_pass_are_counted() -> None:
+    """The creating pass waits behind every pass of its job that began before it: each is
+    counted with what it decided and how long it took; a pass of another job is not."""
+    between = [
+        stamp(1.200, "phased.reconcile", "pass ns/job-1 began"),  # in the ms the answer ended
+        stamp(1.205, "phased.reconcile", "pass ns/job-1 read"),
+        stamp(1.220, "phased.reconcile", "pass ns/job-1 decided: 1 FinishClearing"),
+        stamp(1.240, "phased.reconcile", "pass ns/job-1 acted"),
+        stamp(1.250, "phased.reconcile", "pass ns/job-1 ended in 50.0 ms"),
+        stamp(1.255, "phased.reconcile", "pass ns/job-0 began"),
+        stamp(1.260, "phased.reconcile", "pass ns/job-0 ended in 5.0 ms"),
+        stamp(1.260, "phased.reconcile", "pass ns/job-1 began"),
+        stamp(1.270, "phased.reconcile", "pass ns/job-1 decided: nothing to do"),
+        stamp(1.290, "phased.reconcile", "pass ns/job-1 ended in 30.0 ms"),
+    ]
+    log = LOG.split("\n")
+    at = log.index(stamp(1.200, "phased.reconcile", "pass ns/job-1 ended in 175.0 ms")) + 1
+    lines = swaptrace.parse("\n".join([*log[:at], *between, *log[at:]]))
+    failure = swaptrace.Failure(
+        "n7", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=T + 1.45
+    )
+    t = swaptrace.timeline(failure, lines)
+    assert t.between == [
+        ("1 FinishClearing", pytest.approx(0.050)),
+        ("nothing to do", pytest.approx(0.030)),
+    ]
+    text = flat(swaptrace.report([t, swaptrace.timeline(failure, swaptrace.parse(LOG))]))
+    assert "| 0 | 1 | 100 | 100 | 450 |" in text  # the plain log: none between
+    assert "| 2 | 1 | 100 | 100 | 450 |" in text
+    assert "| 1 FinishClearing | 1 | 50 | 50 |" in text
+    assert "| nothing to do | 1 | 30 | 30 |" in text
