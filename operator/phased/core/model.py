@@ -71,6 +71,12 @@ class NodeInfo:
         return cond is not None and cond.status == "True"
 
     @cached_property
+    def true_conditions(self) -> frozenset[str]:
+        """The types of the node's conditions that are True, read once per node object:
+        every pass asks each node the job does not hold for a fault condition."""
+        return frozenset(c.type for c in self.conditions if c.status == "True")
+
+    @cached_property
     def marks(self) -> frozenset[str]:
         """The ownership marks the node carries (label, annotation and taint keys), read
         once per node object: every pass asks it of every node the job does not hold."""
