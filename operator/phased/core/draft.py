@@ -66,9 +66,6 @@ class Draft:
     # one that stopped the workers only if the failure is answered (core.recovery).
     flap_troubles: dict[str, datetime] = field(default_factory=dict)
     awaiting_final: bool = False  # the phase's workers are done; its final checkpoint is due
-    # A new generation waits for the job's workers still stopping on its active nodes
-    # (phased.core.phases.stopping_until): set by phased.core.sizing.start_generation.
-    awaits_stopping: bool = False
     # Ledger ids of failures answered this pass before the phase had made any worker.
     unstarted_failures: set[int] = field(default_factory=set)
     # Nodes not held by the job on which others' pods run (seen in snap.node_pods): never

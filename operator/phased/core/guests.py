@@ -13,11 +13,9 @@ in the snapshot, decide answers (who is a guest: :func:`phased.core.occupancy.gu
   training is down while a guest holds the node; a guest that borrowed a spare, or runs at
   a class the admin declared preemptible, accepted this. Waiting longer, or promoting
   another spare, would only move the wait (the next spare may have guests of its own);
-* no guest left: ``FinishClearing`` drops the annotation (not while a worker of the job is
-  to come to the node and none holds it — one waits to be placed, the plan creates the
-  workers, or the new generation waits for the survivors: :func:`awaited`); pods that were
-  there before the claim and are not preemptible stay, with a Warning event
-  ``GuestsLeftAlone``.
+* no guest left: ``FinishClearing`` drops the annotation (not while a worker of the job
+  waits to be placed and none holds the node: :func:`awaited`); pods that were there before the
+  claim and are not preemptible stay, with a Warning event ``GuestsLeftAlone``.
 
 A held node that is no longer active loses the annotation (``FinishClearing``). The
 annotation and the claim time are on the node, so an operator restarted in the middle
@@ -38,7 +36,7 @@ from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import NodeRole
 from phased.core import labels
 from phased.core.draft import NORMAL, WARNING, Draft
-from phased.core.model import CreatePod, EvictPod, FinishClearing, NodePod, StartClearing
+from phased.core.model import EvictPod, FinishClearing, NodePod, StartClearing
 from phased.core.occupancy import guests
 from phased.core.phases import ENDED
 from phased.core.times import parse_time, seconds_between, shifted
@@ -117,17 +115,9 @@ def _vacant(draft: Draft) -> set[str]:
 
 
 def awaited(draft: Draft) -> set[str]:
-    """The vacant active nodes while a worker of the job is to come to them: one waits to be
-    placed, this plan creates the workers, or the new generation waits for the workers it
-    replaces to stop (``Draft.awaits_stopping``). A node being cleared stays marked while it
-    is one: a guest may still come before the worker does. Before, a promoted spare found
-    clear lost its mark in the job's next pass, while the survivors of the gang restart
-    were still stopping: a guest that came then kept the new worker out until it had
-    waited ``PLACE_SECONDS`` unplaced, and at thousands of nodes that pass (a node patch)
-    often ran just as the last survivor left, so the pass that creates the new workers
-    waited behind it."""
-    coming = draft.awaits_stopping or any(isinstance(a, CreatePod) for a in draft.actions)
-    return _vacant(draft) if coming or _waiting(draft) else set()
+    """The vacant active nodes while a worker of the job waits to be placed: a node being
+    cleared stays marked while it is one (a guest may still come before the worker does)."""
+    return _vacant(draft) if _waiting(draft) else set()
 
 
 def mark_vacant(draft: Draft) -> None:

@@ -1086,7 +1086,6 @@ def start_generation(draft: Draft, type_key: str) -> bool:
     stopping = stopping_until(draft)
     if stopping is not None and stopping > draft.now:
         draft.later(seconds_between(draft.now, stopping))  # their leaving wakes it sooner
-        draft.awaits_stopping = True
         return False
     if not draft.snap.service_exists:
         draft.act(EnsureService(manifest=service_manifest(draft.snap.job)))
