@@ -334,10 +334,9 @@ def _check(cluster: Cluster, before: TrainingJobStatus, plan: Plan) -> None:
         # A lowered max waits while the breaker holds failures, and once a worker of the
         # running generation has succeeded (docs/design.md, "The resource"): the pool stays
         # beyond it then, but never grows.
-        done = any(
-            p.phase == PodPhase.SUCCEEDED and p.phase_name == the_phase.name
-            for p in cluster.pods.values()
-        )
+        ours = [p for p in cluster.pods.values() if p.phase_name == the_phase.name]
+        running = max((p.generation for p in ours), default=None)
+        done = any(p.phase == PodPhase.SUCCEEDED and p.generation == running for p in ours)
         was = [n for n in (*before.pool.active, *before.pool.spares) if n not in held]
         assert _holding(status) or done, (pool, the_phase.name, held)
         assert len(kept) <= len(was), (pool, before.pool, the_phase.name, held)
