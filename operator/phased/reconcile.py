@@ -979,9 +979,10 @@ class Reconciler:
         changes after them: they land
         before the next batch of anything else (:func:`_waits_for_deletions`) and before
         the pass ends (:func:`batches`). ``looking``: the look at the nodes the plan would
-        claim, still on its way; the first batch with a claim waits for it, and is not sent
-        if others' pods run on one of them (the pass then ends as when a claim is refused,
-        and the job is decided again with the node known to be occupied).
+        claim, still on its way; the claims of the first batch with one wait for it (the
+        rest of that batch goes at once), and are not sent if others' pods run on one of
+        them (the pass then ends as when a claim is refused, and the job is decided again
+        with the node known to be occupied).
 
         Returns the looks that follow a landed change (:meth:`_check_claimed` after a
         claim, :meth:`_look_at_promoted` after a promotion), still in flight: each batch
@@ -998,17 +999,28 @@ class Reconciler:
                     await _all_of(after)
                 if deleting and _waits_for_deletions(batch):
                     await _landed(deleting)
-                if looking is not None and any(isinstance(a, ClaimNode) for a in batch):
+                # The batch's claims wait for the look at their nodes; the rest of it (the
+                # promotion beside a refill) goes at once.
+                held = looking is not None and any(isinstance(a, ClaimNode) for a in batch)
+                sent = [
+                    (a, asyncio.ensure_future(self._perform(entry, a, now, after)))
+                    for a in batch
+                    if not (held and isinstance(a, ClaimNode))
+                ]
+                deleting.extend((a, f) for a, f in sent if isinstance(a, DeletePod))
+                if held and looking is not None:
                     busy = await looking
                     looking = None
                     if busy:
                         entry.claim_refused = True
                         self.trigger(entry.ref.uid, 0.1)
+                        await _landed([(a, f) for a, f in sent if not isinstance(a, DeletePod)])
                         break
-                sent = [
-                    (a, asyncio.ensure_future(self._perform(entry, a, now, after))) for a in batch
-                ]
-                deleting.extend((a, f) for a, f in sent if isinstance(a, DeletePod))
+                    sent.extend(
+                        (a, asyncio.ensure_future(self._perform(entry, a, now, after)))
+                        for a in batch
+                        if isinstance(a, ClaimNode)
+                    )
                 await _landed([(a, f) for a, f in sent if not isinstance(a, DeletePod)])
             await _landed(deleting)
             done = True

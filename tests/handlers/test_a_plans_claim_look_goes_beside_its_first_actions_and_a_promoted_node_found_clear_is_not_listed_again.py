@@ -3,9 +3,10 @@
 A failure's answer quarantines the failed node and deletes the gang's workers, then promotes
 a spare and claims a free node to refill the spares. The free node's pods were listed before
 any of it was sent (so that decide could choose another were others' pods running there);
-now that list goes beside the first batch, and only the claim's batch waits for it. Found
-occupied, the claim's batch is not sent: the pass ends as when a claim is refused (no status
-written, the job decided again at once with the node known to be occupied). A plan whose first batch claims (a pool formed) looks first, as
+now that list goes beside the first batch, and only the claim waits for it: the promotion
+beside it goes once the quarantine landed. Found occupied, the claim is not sent: the pass
+ends as when a claim is refused (no status written, the job decided again at once with the
+node known to be occupied). A plan whose first batch claims (a pool formed) looks first, as
 before, and chooses again within the pass.
 
 The promoted spare is marked ``clearing-since`` with its role, and each pass of the job then
@@ -171,9 +172,10 @@ def test_a_failures_answer_looks_at_its_refill_beside_its_first_batch(
     # deletions), before any of them came back.
     first = {"list f0", "quarantine n0", *(f"delete w{i}" for i in range(4))}
     assert set(t[:6]) == first
-    # The claim's batch (the promotion and the claim) waited for the look.
+    # The claim waited for the look; the promotion beside it went once the quarantine
+    # landed, the look still out.
     assert t.index("list f0 done") < t.index("claim f0")
-    assert t.index("list f0 done") < t.index("set role s0")
+    assert t.index("quarantine n0 done") < t.index("set role s0") < t.index("list f0 done")
     assert cluster.decided == 1
     assert len(cluster.written) == 1
 
@@ -262,7 +264,8 @@ def test_a_refill_found_occupied_stops_the_plan_before_its_claims_batch(
     )
     t = cluster.timeline
     assert "quarantine n0 done" in t and "delete w3 done" in t  # the first batch landed
-    assert not any(w.startswith(("claim", "set role")) for w in t)
+    assert "set role s0 done" in t  # the promotion beside the claim went on its own
+    assert not any(w.startswith("claim") for w in t)
     assert cluster.written == []  # the plan's status holds a node the job did not get
     assert "f0" in rec.occupied  # the next decision knows it
     entry = rec.jobs["u1"]
