@@ -1601,12 +1601,16 @@ def return_healed(draft: Draft, type_key: str) -> None:
     """Quarantined nodes that stayed healthy long enough go back (``ReturnToSpares``).
 
     Healthy since the latest transition of its Ready and GPU-fault conditions — when that
-    came after its quarantine: the recovery is dated. When none did, nothing on the node
-    dates it (GPUs back in allocatable, a fault condition removed rather than set False,
-    a node Ready all along), and the first pass that found it healthy stands for it
-    (``status.healed``). Before, such a node was said healthy since long before its
+    came after its quarantine and after the last pass (``status.accounting.accountedAt``),
+    which would have found it healthy then: the recovery is dated. When none did, nothing
+    on the node dates it (GPUs back in allocatable, a fault condition removed rather than
+    set False, a node Ready all along), and the first pass that found it healthy stands
+    for it (``status.healed``). Before, such a node was said healthy since long before its
     quarantine and went back at once, whatever ``healthyBeforeReturn``. A pass that finds
-    it unhealthy forgets it: its clock starts again."""
+    it unhealthy forgets it: its clock starts again. So does one that found it unhealthy
+    after a transition: a node Ready again (its kubelet restarted) while its GPUs were
+    still missing was dated by that transition once they came back, and went back as soon
+    as ``healthyBeforeReturn`` had passed since it — not since its GPUs came back."""
     policy = draft.spec.failure_policy
     if policy.node_return != NodeReturnPolicy.RETURN_TO_SPARES:
         draft.set(healed=[])
@@ -1614,6 +1618,7 @@ def return_healed(draft: Draft, type_key: str) -> None:
     resource = gpu_resource(type_key, draft.settings)
     steady = parse_duration(policy.healthy_before_return)
     seen = {h.node: parse_time(h.since) for h in draft.status.healed}
+    last = parse_time(draft.snap.status.accounting.accounted_at)  # the last pass written
     healed: list[Healed] = []
     for node in draft.held(NodeRole.QUARANTINED):
         dated = healthy_since(node, policy, resource, draft.phase.gpus_per_node)
@@ -1622,7 +1627,10 @@ def return_healed(draft: Draft, type_key: str) -> None:
         note = decode_quarantine(node.annotations.get(labels.ANNOTATION_QUARANTINE))
         quarantined = (note.cordoned or note.detected) if note is not None else None
         undated = quarantined is not None and dated <= quarantined
-        first = seen.get(node.name) or (draft.now if undated else dated)
+        # A transition the last pass had seen, when that pass did not find it healthy
+        # (it is not in ``seen``), dates some other change: this pass is the first.
+        passed = last is not None and dated < last
+        first = seen.get(node.name) or (draft.now if undated or passed else dated)
         first = min(first, draft.now)
         healed.append(Healed(node=node.name, since=format_time(first)))
         since = max(dated, first)
