@@ -31,7 +31,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -51,7 +51,6 @@ from phased.api.v1alpha1 import (
 )
 from phased.core import labels, refusals, reports
 from phased.core.decide import decide
-from phased.core.draft import WARNING
 from phased.core.ledger import encode_replaces
 from phased.core.model import (
     Action,
@@ -205,7 +204,6 @@ class JobEntry:
     failed_passes: int = 0  # consecutive passes stopped by an error (for the backoff)
     lost_claims: int = 0  # consecutive claims lost to a stale view (for the backoff)
     claim_refused: bool = False  # in this pass, a claim did not happen as decided
-    undone: list[str] = field(default_factory=list)  # claims of this pass undone after landing
     # The next pass reads the job and its pods from the API (the resync asked for a look, or
     # a read found the job gone or the version held out of date: Reconciler._reads_afresh).
     afresh_due: bool = False
@@ -688,9 +686,8 @@ class Reconciler:
         if logger.isEnabledFor(logging.DEBUG):
             self._trace(uid, f"decided: {_summary(plan)}")
         entry.claim_refused = False
-        entry.undone.clear()
         try:
-            after = await self._act(entry, plan, now, looking)
+            await self._act(entry, plan, now, looking)
         except _Refused as refusal:
             await self._say_refused(entry, snapshot, refusal.error, now)
             raise refusal.error from None
@@ -702,25 +699,18 @@ class Reconciler:
             # The plan's status holds a node it did not get: like a failed action, the
             # status is not written (nor observed), and the job is decided again shortly
             # from the cluster as it is (the refusal planned that look).
-            await _all_of(after)
             return
         # The plan's events and its status go at once: neither needs the other's answer,
         # and the pass, which holds the job's next one back, ends a round trip after its
-        # last action rather than one per event after it. The looks that follow its last
-        # changes go beside them: a claim they undo had landed, and the status that lists
-        # it said what was so when it was written; the pass they planned says it is gone.
-        said, wrote, checked = await asyncio.gather(
+        # last action rather than one per event after it.
+        said, wrote = await asyncio.gather(
             self._post_events(entry, plan, now),
             self._write_status(entry, snapshot, plan),
-            _all_of(after),
             return_exceptions=True,
         )
-        for result in (wrote, said, checked):
+        for result in (wrote, said):
             if isinstance(result, BaseException):
                 raise result
-        if entry.undone:
-            await self._say_undone(entry, now)
-            return
         self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
             await self.job_verbs.set_finalizer(raw, False)
@@ -971,7 +961,7 @@ class Reconciler:
         plan: Plan,
         now: datetime,
         looking: asyncio.Future[dict[str, tuple[NodePod, ...]]] | None = None,
-    ) -> list[asyncio.Future[None]]:
+    ) -> None:
         """The plan's actions, its events aside (:meth:`_post_events`), batch by batch.
         A node change is made from the node view (``NodeVerbs._update``): before any, the
         watch events that reached the operator while decide held the event loop are taken
@@ -982,28 +972,19 @@ class Reconciler:
         claim, still on its way; the claims of the first batch with one wait for it (the
         rest of that batch goes at once), and are not sent if others' pods run on one of
         them (the pass then ends as when a claim is refused, and the job is decided again
-        with the node known to be occupied).
-
-        Returns the looks that follow a landed change (:meth:`_check_claimed` after a
-        claim, :meth:`_look_at_promoted` after a promotion), still in flight: each batch
-        after theirs waits for them, the last batch's go beside the plan's events and its
-        status write. On an error, none is left in flight."""
+        with the node known to be occupied)."""
         if any(isinstance(a, _NODE_CHANGES) for a in plan.actions):
             await _take_waiting_events()
         deleting: list[tuple[Action, asyncio.Future[None]]] = []
-        after: list[asyncio.Future[None]] = []
-        done = False
         try:
             for batch in batches(plan.actions):
-                if after:
-                    await _all_of(after)
                 if deleting and _waits_for_deletions(batch):
                     await _landed(deleting)
                 # The batch's claims wait for the look at their nodes; the rest of it (the
                 # promotion beside a refill) goes at once.
                 held = looking is not None and any(isinstance(a, ClaimNode) for a in batch)
                 sent = [
-                    (a, asyncio.ensure_future(self._perform(entry, a, now, after)))
+                    (a, asyncio.ensure_future(self._perform(entry, a, now)))
                     for a in batch
                     if not (held and isinstance(a, ClaimNode))
                 ]
@@ -1017,22 +998,18 @@ class Reconciler:
                         await _landed([(a, f) for a, f in sent if not isinstance(a, DeletePod)])
                         break
                     sent.extend(
-                        (a, asyncio.ensure_future(self._perform(entry, a, now, after)))
+                        (a, asyncio.ensure_future(self._perform(entry, a, now)))
                         for a in batch
                         if isinstance(a, ClaimNode)
                     )
                 await _landed([(a, f) for a, f in sent if not isinstance(a, DeletePod)])
             await _landed(deleting)
-            done = True
-            return after
         finally:
-            # A batch that failed, or a pass cancelled: the deletions and looks still in
-            # flight are awaited before the pass ends (none is left in flight); the error
-            # raised is the failed batch's, theirs only awaited.
+            # A batch that failed, or a pass cancelled: the deletions still in flight are
+            # awaited before the pass ends (none is left in flight); the error raised is
+            # the failed batch's, theirs only awaited.
             if deleting:
                 await asyncio.gather(*(f for _, f in deleting), return_exceptions=True)
-            if after and not done:
-                await asyncio.gather(*after, return_exceptions=True)
 
     async def _post_events(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
         """The events of a plan whose actions all landed, posted at once (each is its own
@@ -1057,23 +1034,12 @@ class Reconciler:
             for key in sorted(self._posted, key=self._posted.__getitem__)[:5_000]:
                 del self._posted[key]
 
-    async def _perform(
-        self,
-        entry: JobEntry,
-        action: Action,
-        now: datetime,
-        after: list[asyncio.Future[None]] | None = None,
-    ) -> None:
-        """Send one action. ``after`` gets the look that follows it once it landed (a
-        claim's check, a promoted node's list), when there is one; without ``after`` that
-        look is awaited here."""
+    async def _perform(self, entry: JobEntry, action: Action, now: datetime) -> None:
         job = entry.ref
-        follow: Awaitable[None] | None = None
         match action:
             case ClaimNode(node=name, resource_version=rv, role=role, replaces=lost, at=at):
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
-                if await self._claim(entry, name, rv, role, now, replaces):
-                    follow = self._check_claimed(entry, name)
+                await self._claim(entry, name, rv, role, now, replaces)
             case SetNodeRole(node=name, role=role, replaces=lost, at=at, stalled=stalled):
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
                 was = self.nodes.get(name)
@@ -1081,7 +1047,7 @@ class Reconciler:
                     name, job, role, self._preemptible(entry), replaces, now, stalled
                 )
                 if changed and role == NodeRole.ACTIVE and (was is None or was.role != role):
-                    follow = self._look_at_promoted(job, name)
+                    await self._look_at_promoted(job, name)
             case EvictPod(namespace=namespace, name=name, node=node, delete=delete):
                 await self._evict(job, namespace, name, node, delete)
             case StartClearing(node=name):
@@ -1124,26 +1090,6 @@ class Reconciler:
                 entry.claim_ok = True
             case _:
                 logger.error("unknown action %r", action)
-        if follow is None:
-            return
-        if after is None:
-            await follow
-        else:
-            after.append(asyncio.ensure_future(follow))
-
-    async def _say_undone(self, entry: JobEntry, now: datetime) -> None:
-        """Claims of the pass undone once it had said them (its status lists the nodes, and
-        ``SparesRefilled`` may name them): said with a ``ClaimUndone`` Warning. The pass the
-        undo planned decides again and writes the status without them. (Its metrics are
-        left to that pass too.)"""
-        names = ", ".join(sorted(entry.undone))
-        await self.event_verbs.post(
-            entry.ref,
-            WARNING,
-            "ClaimUndone",
-            f"pods of others reached node(s) {names} while the job claimed them: given back",
-            now,
-        )
 
     async def _say_refused(
         self, entry: JobEntry, snapshot: Snapshot, error: KubeError, now: datetime
@@ -1188,9 +1134,10 @@ class Reconciler:
         role: NodeRole,
         now: datetime,
         replaces: str | None = None,
-    ) -> bool:
-        """Claim a node decide chose, its pods looked at first; True once the claim landed,
-        after which its pods are looked at once more (:meth:`_check_claimed`)."""
+    ) -> None:
+        """Claim a node decide chose, then look at its pods once more: a pod of others
+        bound between the look and the claim (the pool taint stops any after it) makes the
+        claim undone at once."""
         job = entry.ref
         seen, pods = self._looked.pop(name, (0.0, ()))
         if time.monotonic() - seen > _LOOKED_FRESH:
@@ -1200,7 +1147,7 @@ class Reconciler:
             self._refused(LeftAlone.RUNNING_PODS)
             entry.claim_refused = True
             self.trigger(job.uid, 0.1)
-            return False
+            return
         clearing = bool(displaceable(pods, self.settings))
         claim = await self.node_verbs.claim(
             name, rv, job, role, now, self._preemptible(entry), clearing, replaces
@@ -1208,16 +1155,9 @@ class Reconciler:
         if not claim.won:
             self._refused("NotFree")
             self._lost_claim(entry, name, claim.fresh)
-            return False
+            return
         entry.lost_claims = 0
         self.nodes.refresh(name, claim.fresh)
-        return True
-
-    async def _check_claimed(self, entry: JobEntry, name: str) -> None:
-        """A node just claimed, its pods looked at once more: a pod of others bound between
-        the look and the claim (the pool taint stops any after it) makes the claim undone
-        at once, and said (``entry.undone``)."""
-        job = entry.ref
         after = await self._pods_on(name)
         if blocking(after, self.settings):
             logger.warning(
@@ -1228,7 +1168,7 @@ class Reconciler:
             await self.node_verbs.release(name, job)
             self.occupied[name] = (time.monotonic(), after)
             self._refused(LeftAlone.RUNNING_PODS)
-            entry.undone.append(name)
+            entry.claim_refused = True
             self.trigger(job.uid, 0.1)
 
     async def _evict(self, job: JobRef, namespace: str, name: str, node: str, delete: bool) -> None:
@@ -1685,16 +1625,6 @@ def _acts_before_claims(plan: Plan) -> bool:
         return False
     first = next(batches(plan.actions), ())
     return not any(isinstance(a, ClaimNode) for a in first)
-
-
-async def _all_of(futures: list[asyncio.Future[None]]) -> None:
-    """Await requests sent at once, every one before the first error in their order is
-    raised (none is left in flight). Empties ``futures``."""
-    results = await asyncio.gather(*futures, return_exceptions=True)
-    futures.clear()
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
 
 
 def _settle(task: asyncio.Future[Any]) -> None:

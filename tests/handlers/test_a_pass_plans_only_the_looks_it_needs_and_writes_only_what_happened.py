@@ -53,15 +53,11 @@ def _stub(
     async def nothing(*_: Any) -> Any:
         return None
 
-    async def acting(*args: Any) -> list[Any]:
-        await act(*args)
-        return []  # no look follows its last changes
-
     monkeypatch.setattr(rec.job_verbs, "get", got)
     monkeypatch.setattr(rec.pod_verbs, "select", listed)
     monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
     monkeypatch.setattr(rec, "_observe", nothing)
-    monkeypatch.setattr(rec, "_act", acting)
+    monkeypatch.setattr(rec, "_act", act)
     monkeypatch.setattr(rec, "_write_status", write)
     monkeypatch.setattr(rec, "_observe_metrics", lambda *_: None)
     monkeypatch.setattr(module, "decide", lambda *_: plan)

@@ -1,4 +1,4 @@
-"""Round trips off a swap's path, none taken from what a claim or a clearing checks.
+"""Two round trips off a swap's path, neither taken from what a claim or a clearing checks.
 
 A failure's answer quarantines the failed node and deletes the gang's workers, then promotes
 a spare and claims a free node to refill the spares. The free node's pods were listed before
@@ -13,15 +13,7 @@ The promoted spare is marked ``clearing-since`` with its role, and each pass of 
 listed its pods to find guests — the pass that creates the gang on it too, the survivors
 gone. Its pods are listed once the promotion landed: found with no pod but the job's, that
 list stands in for the next passes' look for a second; anything else found, each pass lists
-it afresh.
-
-The claimed node's pods are looked at once more after its patch (a pod of others bound in
-between undoes the claim). That look and the promoted node's list follow the answer's last
-changes: they go beside its events and its status write, not before them, and every one is
-back before the pass ends. A claim the second look undoes had landed: the status that lists
-it said what was so, a ``ClaimUndone`` Warning says it went, and the job is decided again at
-once. A look that follows a change with more of the plan after it lands before the next
-batch."""
+it afresh."""
 
 from __future__ import annotations
 
@@ -144,10 +136,9 @@ def _pass(
 
         async def write(*args: Any) -> None:
             cluster.written.append(args)
-            await cluster._out("write status")
 
-        async def post(job: Any, kind: str, reason: str, *_: Any) -> None:
-            await cluster._out(f"post {reason}")
+        async def post(*_: Any) -> None:
+            return None
 
         monkeypatch.setattr(rec.job_verbs, "set_finalizer", finalized)
         monkeypatch.setattr(rec, "_observe", observed)
@@ -178,82 +169,6 @@ def test_a_failures_answer_looks_at_its_refill_beside_its_first_batch(
     assert t.index("quarantine n0 done") < t.index("set role s0") < t.index("list f0 done")
     assert cluster.decided == 1
     assert len(cluster.written) == 1
-
-
-def test_the_looks_after_the_answers_last_changes_go_beside_its_events_and_status(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _, cluster = _pass(monkeypatch, [Plan(actions=ANSWER, status=TrainingJobStatus())])
-    t = cluster.timeline
-    # The claimed node's second look and the promoted node's list: sent once their changes
-    # landed, and not awaited before the status write and the event go.
-    second = max(i for i, w in enumerate(t) if w == "list f0")
-    assert t.index("claim f0 done") < second
-    assert t.index("set role s0 done") < t.index("list s0")
-    went = max(t.index("write status"), t.index("post SparePromoted"))
-    assert went < t.index("list s0 done") and went < len(t) - 1 - t[::-1].index("list f0 done")
-    # Every request was back before the pass ended.
-    assert sum(not w.endswith(" done") for w in t) == sum(w.endswith(" done") for w in t)
-
-
-def test_a_claim_its_second_look_undoes_is_written_said_and_decided_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A pod of others bound between the first look and the claim: the claim had landed
-    when the status went out, so that status said what was so; the undo is said with a
-    ``ClaimUndone`` Warning, and the job is decided again at once."""
-    lists: dict[str, int] = {}
-    original = _Cluster.on_node
-
-    async def on_node(self: _Cluster, name: str) -> list[Any]:
-        lists[name] = lists.get(name, 0) + 1
-        await original(self, name)
-        return [GUEST] if name == "f0" and lists[name] > 1 else []
-
-    released: list[str] = []
-
-    async def release(self: Any, name: str, *_: Any) -> bool:
-        released.append(name)
-        return True
-
-    monkeypatch.setattr(_Cluster, "on_node", on_node)
-    monkeypatch.setattr(module.NodeVerbs, "release", release)
-    rec, cluster = _pass(monkeypatch, [Plan(actions=ANSWER, status=TrainingJobStatus())])
-    assert released == ["f0"]
-    assert len(cluster.written) == 1
-    assert "post ClaimUndone" in cluster.timeline
-    assert cluster.timeline.index("write status") < cluster.timeline.index("post ClaimUndone")
-    entry = rec.jobs["u1"]
-    assert entry.undone == ["f0"] and "f0" in rec.occupied
-    assert entry.timer is not None and entry.timer_due - cluster.ended <= 0.1
-
-
-def test_a_look_after_a_change_lands_before_the_plans_next_batch(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from phased.core.model import CreatePod
-
-    create = CreatePod(manifest={"metadata": {"name": "w0"}})
-    made: list[str] = []
-
-    async def created(self: Any, namespace: str, manifest: dict[str, Any]) -> None:
-        made.append("create w0")
-
-    monkeypatch.setattr(module.PodVerbs, "create", created)
-    plan = Plan(actions=(ClaimNode("f0", "7", NodeRole.ACTIVE), create), status=TrainingJobStatus())
-    _, cluster = _pass(monkeypatch, [plan])
-    t = cluster.timeline
-    # The claim looks first (its batch is the plan's first), then claims, then looks again:
-    # the create waits for that second look.
-    assert t[:6] == [
-        "list f0",
-        "list f0 done",
-        "claim f0",
-        "claim f0 done",
-        "list f0",
-        "list f0 done",
-    ]
-    assert made == ["create w0"]
 
 
 def test_a_refill_found_occupied_stops_the_plan_before_its_claims_batch(
@@ -301,8 +216,7 @@ def test_a_promoted_node_found_clear_is_not_listed_again_for_a_moment(
 ) -> None:
     promote = Plan(actions=(SetNodeRole("s0", NodeRole.ACTIVE),), status=TrainingJobStatus())
     rec, cluster = _pass(monkeypatch, [promote])
-    listed = [w for w in cluster.timeline if not w.startswith("write status")]
-    assert listed == ["set role s0", "set role s0 done", "list s0", "list s0 done"]
+    assert cluster.timeline == ["set role s0", "set role s0 done", "list s0", "list s0 done"]
     _clearing(rec)
     cluster.timeline.clear()
     found = asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.all()))

@@ -13,7 +13,7 @@ import pytest
 
 from phased.api.v1alpha1 import NodeRole
 from phased.core import labels
-from phased.core.model import ClaimNode, JobRef
+from phased.core.model import JobRef
 from phased.core.settings import Settings
 from phased.kube.convert import node_pod_from_raw
 from phased.kube.nodes import NodeVerbs
@@ -133,11 +133,8 @@ def _reconciler(cluster: FakeCluster, settings: Settings | None = None) -> Recon
     return Reconciler(cluster, settings or Settings(), operator_pod=("phased", "op-0"))  # type: ignore[arg-type]
 
 
-def _claim(reconciler: Reconciler, node: str, role: NodeRole = NodeRole.SPARE) -> JobEntry:
-    """The claim as a pass sends it: the look, the patch, then its check."""
-    entry = JobEntry(ref=JOB, raw={})
-    run(reconciler._perform(entry, ClaimNode(node, "", role), NOW))
-    return entry
+def _claim(reconciler: Reconciler, node: str) -> None:
+    run(reconciler._claim(JobEntry(ref=JOB, raw={}), node, "", NodeRole.SPARE, NOW))
 
 
 def test_a_node_running_a_tenants_pod_is_not_claimed_and_is_remembered() -> None:
@@ -198,12 +195,11 @@ def test_a_pod_that_lands_during_the_claim_makes_the_claim_undone() -> None:
 
     cluster.after_patch = bind_once
     reconciler = _reconciler(cluster)
-    entry = _claim(reconciler, "n")
+    _claim(reconciler, "n")
     assert len(cluster.patches()) == 2  # the claim, then the release
     assert labels.LABEL_JOB_UID not in cluster.nodes["n"]["metadata"]["labels"]
     assert labels.LABEL_INSTALLATION not in cluster.nodes["n"]["metadata"]["labels"]
     assert "n" in reconciler.occupied
-    assert entry.undone == ["n"]  # said by the pass, which decides again at once
 
 
 def test_a_preemptible_pod_lets_the_claim_through_and_marks_the_node_for_clearing() -> None:
@@ -211,7 +207,7 @@ def test_a_preemptible_pod_lets_the_claim_through_and_marks_the_node_for_clearin
     cluster.add_node("n")
     cluster.add_pod("batch", "low", "n")["spec"]["priorityClassName"] = "best-effort"
     reconciler = _reconciler(cluster, Settings(preemptible_priority_classes=["best-effort"]))
-    _claim(reconciler, "n", NodeRole.ACTIVE)
+    run(reconciler._claim(JobEntry(ref=JOB, raw={}), "n", "", NodeRole.ACTIVE, NOW))
     notes = cluster.nodes["n"]["metadata"]["annotations"]
     assert notes[labels.ANNOTATION_CLEARING] == "2026-03-01T12:00:00Z"
 
