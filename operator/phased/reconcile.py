@@ -990,7 +990,14 @@ class Reconciler:
                 ]
                 deleting.extend((a, f) for a, f in sent if isinstance(a, DeletePod))
                 if held and looking is not None:
-                    busy = await looking
+                    try:
+                        busy = await looking
+                    except BaseException:
+                        # A look that failed, or a pass cancelled: what went beside it lands
+                        # first (none is left in flight).
+                        changing = [f for a, f in sent if not isinstance(a, DeletePod)]
+                        await asyncio.gather(*changing, return_exceptions=True)
+                        raise
                     looking = None
                     if busy:
                         entry.claim_refused = True

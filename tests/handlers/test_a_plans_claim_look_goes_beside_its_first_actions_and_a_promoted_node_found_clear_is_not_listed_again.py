@@ -189,6 +189,29 @@ def test_a_refill_found_occupied_stops_the_plan_before_its_claims_batch(
     assert entry.timer_due - cluster.ended <= 0.1
 
 
+def test_a_refill_look_that_fails_leaves_the_promotion_beside_it_landed_not_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The look fails while the promotion it no longer holds back is still out: the pass
+    fails only once that promotion has come back."""
+    original = _Cluster.on_node
+    clusters: list[_Cluster] = []
+
+    async def on_node(self: _Cluster, name: str) -> list[Any]:
+        clusters.append(self)
+        await original(self, name)
+        raise KubeError(500, "InternalError", "etcd timeout", "list", "pods")
+
+    monkeypatch.setattr(_Cluster, "on_node", on_node)
+    slow = {"set role s0": 0.1, "quarantine n0": 0.01}
+    with pytest.raises(KubeError):
+        _pass(monkeypatch, [Plan(actions=ANSWER, status=TrainingJobStatus())], slow=slow)
+    t = clusters[0].timeline
+    # Back before the pass failed: one left in flight is cancelled with the event loop.
+    assert t.index("list f0 done") < t.index("set role s0 done")
+    assert not any(w.startswith("claim") for w in t)
+
+
 def test_a_plan_that_claims_first_looks_first_and_chooses_again_within_the_pass(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
