@@ -171,7 +171,7 @@ def test_a_failures_answer_looks_at_its_refill_beside_its_first_batch(
     assert len(cluster.written) == 1
 
 
-def test_a_refill_found_occupied_stops_the_plan_before_its_claims_batch(
+def test_a_refill_found_occupied_stops_the_plan_at_its_claim(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rec, cluster = _pass(
