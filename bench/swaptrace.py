@@ -185,7 +185,7 @@ _STAGES = (
     ("woken -> read (the job, its pods, ...)", "read"),
     ("read -> decided (decide; the claims' pod looks when it claims first)", "decided"),
     ("decided -> acted (the actions)", "acted"),
-    ("acted -> ended (events and status)", "ended"),
+    ("acted -> ended (the status write; the events too where the pass waits for them)", "ended"),
 )
 
 
