@@ -232,6 +232,17 @@ def job_events(kubectl: lib.Kubectl, namespace: str, name: str) -> list[str]:
     return [line for line in out.splitlines() if line]
 
 
+def said_soon(kubectl: lib.Kubectl, namespace: str, name: str, *reasons: str) -> list[str]:
+    """The job's event reasons once each of ``reasons`` is among them: the operator posts
+    a pass's events in the background, so one may land just after the status it goes with."""
+
+    def all_said() -> list[str] | None:
+        said = job_events(kubectl, namespace, name)
+        return said if all(r in said for r in reasons) else None
+
+    return lib.wait_until(all_said, 10, message=f"events {', '.join(reasons)} on {name}")
+
+
 def mass_failure(st: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in st.get("conditions", []) if c["type"] == "MassFailure"), {})
 
@@ -336,7 +347,7 @@ def test_a_persons_proceed_swaps_what_the_breaker_holds(
         nodes_of(core, uid)[v] == "quarantined" for v in victims
     )
     assert {f["reason"] for f in st["failures"]} == {"NodeNotReady"}
-    said = job_events(kubectl, namespace, name)
+    said = said_soon(kubectl, namespace, name, "MassFailure", "MassFailureReleased")
     assert said.count("MassFailure") == 1 and said.count("MassFailureReleased") == 1, said
     # A second run finds nothing to release.
     again = subprocess.run(proceed, capture_output=True, text=True, env=env, timeout=60)
@@ -555,7 +566,7 @@ def test_a_worker_waiting_for_a_node_under_pressure_no_spare_covers_is_no_stuck_
     st = lib.wait_until(waiting, 90, message="the worker waiting for the node under pressure")
     assert st["state"] != "Failed", st.get("message")
     assert st["phases"][0].get("pendingRestarts", 0) == 0
-    assert "WorkersWaitingOnNodeCondition" in job_events(kubectl, namespace, name)
+    said_soon(kubectl, namespace, name, "WorkersWaitingOnNodeCondition")
 
     lib.clear_gpu_fault(core, pressed)  # MemoryPressure False, as a kubelet reports it over
     assert lib.node_condition(core, pressed, "MemoryPressure").status == "False"

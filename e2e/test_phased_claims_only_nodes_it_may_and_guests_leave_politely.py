@@ -297,7 +297,9 @@ def test_guests_of_a_promoted_spare_leave_by_eviction_and_earlier_pods_stay(
         )
         assert lib.pod_phase(core, tenant, "there-first") == "Running"
         assert not _deleting_or_gone(core, tenant, "there-first")
-        assert _events(core, namespace, "GuestsDeleted")
+        lib.wait_until(
+            lambda: _events(core, namespace, "GuestsDeleted"), 10, message="GuestsDeleted"
+        )
         left = " ".join(_events(core, namespace, "GuestsLeftAlone"))
         assert f"{tenant}/there-first" in left
         lib.wait_until(

@@ -162,19 +162,23 @@ def test_a_spec_only_the_operator_can_judge_becomes_invalid_spec_and_others_carr
     assert condition["status"] == "True"
     assert "nvidia.com/gpu" in condition["message"]
     assert condition["observedGeneration"] >= 1
-    events = json.loads(
-        kubectl(
-            "get",
-            "events",
-            "-n",
-            namespace,
-            "--field-selector",
-            "involvedObject.name=sneaky,type=Warning",
-            "-o",
-            "json",
-        )
-    )["items"]
-    assert any(e["reason"] == "InvalidSpec" for e in events), events
+
+    def warned() -> bool:  # events are posted beside the status, not before it
+        events = json.loads(
+            kubectl(
+                "get",
+                "events",
+                "-n",
+                namespace,
+                "--field-selector",
+                "involvedObject.name=sneaky,type=Warning",
+                "-o",
+                "json",
+            )
+        )["items"]
+        return any(e["reason"] == "InvalidSpec" for e in events)
+
+    lib.wait_until(warned, 10, message="the InvalidSpec Warning event")
     assert not core.list_node(label_selector="phased.dev/job=sneaky").items
 
     wait_state(kubectl, namespace, "honest", {"Succeeded"}, 120, operator)

@@ -434,6 +434,12 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
+        self.events_dropped = Counter(
+            f"{p}_events_dropped",
+            "Events not posted because too many were still on their way to the API server "
+            "(events are posted in the background; the job's status is its account).",
+            registry=registry,
+        )
         self.guest_evictions = Counter(
             f"{p}_guest_evictions",
             "Requests for guests to leave a node that became active, by outcome: evicted, "
@@ -603,6 +609,9 @@ class Metrics:
 
     def claim_refused(self, reason: str) -> None:
         self.claims_refused.labels(reason if reason in CLAIM_REFUSALS else "Other").inc()
+
+    def event_dropped(self) -> None:
+        self.events_dropped.inc()
 
     def guest_evicted(self, outcome: str) -> None:
         self.guest_evictions.labels(outcome if outcome in EVICTION_OUTCOMES else "other").inc()

@@ -139,6 +139,9 @@ _REPEATING = frozenset(
     }
 )
 _REPEAT_EVERY = 600.0
+# Events posted and not yet answered; one recorded beyond this is dropped (and logged): an
+# API server that stops answering must not make the operator hold its events without end.
+_EVENTS_IN_FLIGHT = 1000
 # The pod lists of nodes a pass looks at (being cleared, about to be claimed) in flight at
 # once: one after another, a pass that looked at three nodes waited three round trips.
 _LISTS_AT_ONCE = 16
@@ -340,6 +343,8 @@ class Reconciler:
         # them again at once; then looked at afresh.
         self.occupied: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         self._posted: dict[tuple[str, str, str], float] = {}
+        self._posting: set[asyncio.Task[None]] = set()  # events on their way (:meth:`_record`)
+        self.events_dropped = 0
         # Pods listed on a claim candidate just before the plan was acted on: (time, pods).
         self._looked: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         # Pods listed on a node once its promotion landed, found clear: (time, pods), by
@@ -700,17 +705,11 @@ class Reconciler:
             # status is not written (nor observed), and the job is decided again shortly
             # from the cluster as it is (the refusal planned that look).
             return
-        # The plan's events and its status go at once: neither needs the other's answer,
-        # and the pass, which holds the job's next one back, ends a round trip after its
-        # last action rather than one per event after it.
-        said, wrote = await asyncio.gather(
-            self._post_events(entry, plan, now),
-            self._write_status(entry, snapshot, plan),
-            return_exceptions=True,
-        )
-        for result in (wrote, said):
-            if isinstance(result, BaseException):
-                raise result
+        # The plan's events are posted in the background and the pass ends once its status
+        # is written: the job's next pass (after a failure, the one that creates the new
+        # gang) waits for the status alone, not for the events' round trips too.
+        self._post_events(entry, plan, now)
+        await self._write_status(entry, snapshot, plan)
         self._observe_metrics(entry, snapshot, plan)
         if plan.finished and entry.ref.deleting:
             await self.job_verbs.set_finalizer(raw, False)
@@ -1018,12 +1017,11 @@ class Reconciler:
             if deleting:
                 await asyncio.gather(*(f for _, f in deleting), return_exceptions=True)
 
-    async def _post_events(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
-        """The events of a plan whose actions all landed, posted at once (each is its own
-        object, and a post that fails is only logged); a repeating one at most once per
-        ``_REPEAT_EVERY``. A plan stopped by an error, or not written because a claim was
-        refused, says nothing: the pass that decides again says what still holds."""
-        posts = []
+    def _post_events(self, entry: JobEntry, plan: Plan, now: datetime) -> None:
+        """The events of a plan whose actions all landed, each posted in the background
+        (:meth:`_record`); a repeating one at most once per ``_REPEAT_EVERY``. A plan
+        stopped by an error, or not written because a claim was refused, says nothing: the
+        pass that decides again says what still holds."""
         for event in plan.actions:
             if not isinstance(event, EmitEvent):
                 continue
@@ -1033,13 +1031,42 @@ class Reconciler:
                 if last is not None and time.monotonic() - last < _REPEAT_EVERY:
                     continue
                 self._posted[key] = time.monotonic()
-            posts.append(
-                self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
-            )
-        await asyncio.gather(*posts)
+            self._record(entry.ref, event, now)
         if len(self._posted) > 10_000:  # forget the oldest half; a repeat costs one event
             for key in sorted(self._posted, key=self._posted.__getitem__)[:5_000]:
                 del self._posted[key]
+
+    def _record(self, job: JobRef, event: EmitEvent, now: datetime) -> None:
+        """Post ``event`` in the background, as Kubernetes' own controllers record theirs:
+        no pass waits for an event. Events are best effort (a post that fails is logged by
+        :class:`EventVerbs`); the status is the job's account. Beyond ``_EVENTS_IN_FLIGHT``
+        posts not yet answered, the event is dropped and said in the log."""
+        if len(self._posting) >= _EVENTS_IN_FLIGHT:
+            self.events_dropped += 1
+            if self.metrics:
+                self.metrics.event_dropped()
+            logger.warning(
+                "event %s on %s/%s dropped: %d events are still on their way to the API",
+                event.reason,
+                job.namespace,
+                job.name,
+                len(self._posting),
+            )
+            return
+        post = self.event_verbs.post(job, event.type, event.reason, event.message, now)
+        task = asyncio.get_running_loop().create_task(post)
+        self._posting.add(task)
+        task.add_done_callback(self._posted_one)
+
+    def _posted_one(self, task: asyncio.Task[None]) -> None:
+        self._posting.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("posting an event failed", exc_info=task.exception())
+
+    async def events_posted(self) -> None:
+        """Wait until every event recorded so far has been answered (shutdown; tests)."""
+        while self._posting:
+            await asyncio.gather(*list(self._posting), return_exceptions=True)
 
     async def _perform(self, entry: JobEntry, action: Action, now: datetime) -> None:
         job = entry.ref
@@ -1109,7 +1136,7 @@ class Reconciler:
         status, event = refusals.refused(snapshot.status, error.message, now, entry.ref.generation)
         await self._write_status(entry, snapshot, Plan(actions=(), status=status))
         if event is not None:
-            await self.event_verbs.post(entry.ref, event.type, event.reason, event.message, now)
+            self._record(entry.ref, event, now)
 
     def _lost_claim(self, entry: JobEntry, name: str, fresh: dict[str, Any] | None) -> None:
         """A claim decided on a stale view: put the node as the API holds it into the view
@@ -1475,6 +1502,7 @@ class Reconciler:
                 entry.timer.cancel()
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.events_posted()
 
 
 def _summary(plan: Plan) -> str:

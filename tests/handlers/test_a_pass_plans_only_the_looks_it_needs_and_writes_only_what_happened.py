@@ -205,45 +205,6 @@ def test_a_pass_whose_job_is_gone_leaves_no_listing_behind(
     assert "c0 listed" not in timeline
 
 
-def test_a_pass_posts_its_events_beside_its_status_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    timeline: list[str] = []
-
-    async def scenario() -> None:
-        rec = _reconciler()
-
-        async def got(namespace: str, name: str) -> dict[str, Any]:
-            return RAW
-
-        async def no_pods(*_: Any) -> list[Any]:
-            return []
-
-        async def nothing(*_: Any) -> None:
-            return None
-
-        async def write(*_: Any) -> None:
-            timeline.append("write status")
-            await asyncio.sleep(0.05)
-            timeline.append("status written")
-
-        async def post(job: Any, type_: str, reason: str, *_: Any) -> None:
-            timeline.append(f"post {reason}")
-            await asyncio.sleep(0.05)
-            timeline.append(f"{reason} posted")
-
-        said = ("NodeFailed", "NodeQuarantined", "SparePromoted")
-        plan = Plan(
-            actions=tuple(EmitEvent("Normal", r, "") for r in said), status=TrainingJobStatus()
-        )
-        _stub(monkeypatch, rec, plan, got, no_pods, nothing, write)
-        monkeypatch.setattr(rec.event_verbs, "post", post)
-        await rec.reconcile("u1")
-
-    asyncio.run(scenario())
-    asked = {"write status", "post NodeFailed", "post NodeQuarantined", "post SparePromoted"}
-    assert set(timeline[:4]) == asked  # all sent before any came back
-    assert len(timeline) == 8
-
-
 def test_the_nodes_a_plan_would_claim_are_looked_at_at_once_and_an_error_waits_for_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

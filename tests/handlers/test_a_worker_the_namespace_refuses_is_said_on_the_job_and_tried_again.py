@@ -110,7 +110,12 @@ class _Pass:
         self.events.append((type_, reason, message))
 
     def run(self) -> bool:
-        return asyncio.run(self.rec._guarded("uid-llm"))
+        async def once() -> bool:
+            ok = await self.rec._guarded("uid-llm")
+            await self.rec.events_posted()  # posted in the background
+            return ok
+
+        return asyncio.run(once())
 
 
 def _refused(status: TrainingJobStatus) -> Any:
