@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import heapq
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -235,17 +234,6 @@ def nearest_first(candidates: Iterable[NodeInfo], anchors: Sequence[NodeInfo]) -
     for node in candidates:
         by_distance[near.distance(node)].append(node)
     return [n for nodes in by_distance for n in sorted(nodes, key=_NAME)]
-
-
-def nearest(
-    candidates: Iterable[NodeInfo], anchors: Sequence[NodeInfo], count: int
-) -> list[NodeInfo]:
-    """The first ``count`` of :func:`nearest_first`, found without putting the others in
-    order: a failure's pass claims one node for the spares out of thousands of free ones."""
-    if count <= 0:
-        return []
-    near = _Anchors(anchors)
-    return heapq.nsmallest(count, candidates, key=lambda n: (near.distance(n), n.name))
 
 
 def anchors_for(held: Sequence[NodeInfo], free: Sequence[NodeInfo], key: str) -> Sequence[NodeInfo]:

@@ -123,7 +123,6 @@ from phased.core.pools import (
     is_free,
     kept_for_ahead,
     matches,
-    nearest,
     nearest_first,
     starting_now,
     type_keys,
@@ -370,7 +369,6 @@ def _owed(draft: Draft) -> tuple[int, int]:
 
 def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
-    The claims take them nearest first whatever their order here (:func:`_first_to_claim`).
 
     A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with),
     nearest first: its world whatever the line, its spares from what a job ahead that the
@@ -393,14 +391,13 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     free = free_matching(
         _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
     )
+    ordered = _claim_order(draft, free)
     if not draft.snap.waiting and type_key != CPU_TYPE:
         # No job in line (none waits, none runs short of spares) and no GPU node kept from
         # a CPU phase: nothing below keeps a node from this job, and what it owes comes
         # first in the claim order anyway. A failure's pass, at thousands of free nodes,
-        # skipped five more walks over them, and the claim order is left to the claims
-        # (:func:`_first_to_claim`), which want one or two of them.
-        return free, 0
-    ordered = _claim_order(draft, free)
+        # skipped five more walks over them.
+        return ordered, 0
     for_world, for_spares = _owed(draft)
     world = ordered[:for_world]
     spares: list[NodeInfo] = []
@@ -548,14 +545,6 @@ def _claim_order(draft: Draft, free: list[NodeInfo]) -> list[NodeInfo]:
     if not (draft.phase.is_cpu_only and draft.settings.cpu.allow_gpu_nodes):
         return ordered
     return sorted(ordered, key=lambda n: gpu_kind(n, draft.settings) is not None)
-
-
-def _first_to_claim(draft: Draft, free: list[NodeInfo], count: int) -> list[NodeInfo]:
-    """The first ``count`` of :func:`_claim_order`, without ordering the rest when nearness
-    and names alone decide it (a pass claims a few of thousands of free nodes)."""
-    if draft.phase.is_cpu_only and draft.settings.cpu.allow_gpu_nodes:
-        return _claim_order(draft, free)[:count] if count > 0 else []
-    return nearest(free, _anchors(draft, free), count)
 
 
 def _anchors(draft: Draft, free: list[NodeInfo]) -> Sequence[NodeInfo]:
@@ -858,7 +847,7 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     # claim names the lost node it replaces (oldest first); the ledger records it from the
     # node once the claim has landed (a claim another job wins replaces nothing).
     unanswered = iter([e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None])
-    for node in _first_to_claim(draft, free, need):
+    for node in _claim_order(draft, free)[:need] if need > 0 else ():
         _claim(draft, node, NodeRole.ACTIVE, replaces=next(unanswered, None))
         free.remove(node)
 
@@ -870,7 +859,7 @@ def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
     for node in _given_up_first(draft, spares, actives)[: max(0, len(spares) - wanted)]:
         _release(draft, node)
     need = wanted - len(draft.held(NodeRole.SPARE))
-    picked = _first_to_claim(draft, free, need)
+    picked = _claim_order(draft, free)[:need] if need > 0 else []
     for node in picked:
         _claim(draft, node, NodeRole.SPARE)
         free.remove(node)
