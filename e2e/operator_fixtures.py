@@ -8,6 +8,7 @@ the CRD applied from ``crds/``.
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 import time
@@ -72,6 +73,14 @@ def get_job(kubectl: lib.Kubectl, namespace: str, name: str) -> dict[str, Any]:
 
 def status(kubectl: lib.Kubectl, namespace: str, name: str) -> dict[str, Any]:
     return dict(get_job(kubectl, namespace, name).get("status") or {})
+
+
+def events(kubectl: lib.Kubectl, namespace: str, selector: str) -> list[dict[str, Any]]:
+    """The Events of ``namespace`` that the field ``selector`` picks (e.g.
+    ``involvedObject.name=llm,reason=InvalidSpec``), as the API server returns them."""
+    out = kubectl("get", "events", "-n", namespace, "--field-selector", selector, "-o", "json")
+    items: list[dict[str, Any]] = json.loads(out)["items"]
+    return items
 
 
 def nodes_of(core: Any, uid: str) -> dict[str, str]:

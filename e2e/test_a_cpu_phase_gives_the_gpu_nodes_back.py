@@ -4,14 +4,13 @@ so, and is billed at the CPU price with no GPU-hours."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from typing import Any
 
 from e2e import lib
 from e2e.harness import Operator
-from e2e.operator_fixtures import apply, get_job, live_workers, status
+from e2e.operator_fixtures import apply, events, get_job, live_workers, status
 
 GPU_RESOURCES = (lib.NVIDIA_GPU, lib.ASCEND_NPU)
 CPU_PRICE = 0.8  # e2e/settings.yaml: cpu.pricePerNodeHour
@@ -91,20 +90,9 @@ def test_the_gpu_nodes_go_back_when_the_last_phase_runs_on_cpu(
     assert len(export_workers) == 2
     assert not [p.spec.node_name for p in export_workers if _is_gpu_node(core, p.spec.node_name)]
 
-    events = json.loads(
-        kubectl(
-            "get",
-            "events",
-            "-n",
-            namespace,
-            "--field-selector",
-            "involvedObject.name=ends-on-cpu,reason=PhaseStarted",
-            "-o",
-            "json",
-        )
-    )["items"]
-    assert any(e["message"] == "phase export started on 2 CPU nodes" for e in events), [
-        e["message"] for e in events
+    said = events(kubectl, namespace, "involvedObject.name=ends-on-cpu,reason=PhaseStarted")
+    assert any(e["message"] == "phase export started on 2 CPU nodes" for e in said), [
+        e["message"] for e in said
     ]
 
     # Billed as CPU nodes: no GPU-hours, a cost at the CPU price per node-hour.

@@ -13,7 +13,15 @@ import pytest
 import yaml
 from e2e import lib
 from e2e.harness import CRD, Operator
-from e2e.operator_fixtures import apply, get_job, live_workers, nodes_of, status, wait_state
+from e2e.operator_fixtures import (
+    apply,
+    events,
+    get_job,
+    live_workers,
+    nodes_of,
+    status,
+    wait_state,
+)
 from tests.api.invalid_cases import EDIT_CASES, EditCase, running_job
 
 
@@ -236,19 +244,8 @@ def test_an_edit_that_got_past_an_older_crd_holds_the_job_until_it_is_put_back(
     assert {p.metadata.name for p in live_workers(core, namespace, uid)} == workers
     assert nodes_of(core, uid) == held
     assert status(kubectl, namespace, "slipped")["state"] == "Invalid"
-    events = json.loads(
-        kubectl(
-            "get",
-            "events",
-            "-n",
-            namespace,
-            "--field-selector",
-            "involvedObject.name=slipped,reason=InvalidSpec",
-            "-o",
-            "json",
-        )
-    )["items"]
-    assert events and events[0]["type"] == "Warning"
+    said = events(kubectl, namespace, "involvedObject.name=slipped,reason=InvalidSpec")
+    assert said and said[0]["type"] == "Warning"
 
     # Put back: the rules judge the edit against the status, which still has train first.
     apply(kubectl, namespace, job)
