@@ -706,8 +706,8 @@ class Reconciler:
             # from the cluster as it is (the refusal planned that look).
             return
         # The plan's events are posted in the background and the pass ends once its status
-        # is written: the job's next pass (after a failure, the one that creates the new
-        # gang) waits for the status alone, not for the events' round trips too.
+        # is written: an event post that is slow or held back by the API server's priority
+        # and fairness never holds the job's next pass (after a failure, the gang's creation).
         self._post_events(entry, plan, now)
         await self._write_status(entry, snapshot, plan)
         self._observe_metrics(entry, snapshot, plan)
