@@ -344,7 +344,6 @@ class Reconciler:
         self.occupied: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         self._posted: dict[tuple[str, str, str], float] = {}
         self._posting: set[asyncio.Task[None]] = set()  # events on their way (:meth:`_record`)
-        self.events_dropped = 0
         # Pods listed on a claim candidate just before the plan was acted on: (time, pods).
         self._looked: dict[str, tuple[float, tuple[NodePod, ...]]] = {}
         # Pods listed on a node once its promotion landed, found clear: (time, pods), by
@@ -1042,7 +1041,6 @@ class Reconciler:
         :class:`EventVerbs`); the status is the job's account. Beyond ``_EVENTS_IN_FLIGHT``
         posts not yet answered, the event is dropped and said in the log."""
         if len(self._posting) >= _EVENTS_IN_FLIGHT:
-            self.events_dropped += 1
             if self.metrics:
                 self.metrics.event_dropped()
             logger.warning(
@@ -1056,12 +1054,7 @@ class Reconciler:
         post = self.event_verbs.post(job, event.type, event.reason, event.message, now)
         task = asyncio.get_running_loop().create_task(post)
         self._posting.add(task)
-        task.add_done_callback(self._posted_one)
-
-    def _posted_one(self, task: asyncio.Task[None]) -> None:
-        self._posting.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("posting an event failed", exc_info=task.exception())
+        task.add_done_callback(self._posting.discard)
 
     async def events_posted(self) -> None:
         """Wait until every event recorded so far has been answered (shutdown; tests)."""
