@@ -83,6 +83,18 @@ def events(kubectl: lib.Kubectl, namespace: str, selector: str) -> list[dict[str
     return items
 
 
+def said_soon(kubectl: lib.Kubectl, namespace: str, selector: str, *reasons: str) -> list[str]:
+    """The reasons of the Events ``selector`` picks, once each of ``reasons`` is among them
+    (up to 10 s): the operator posts a pass's events in the background, so one may land just
+    after the status it goes with."""
+
+    def all_said() -> list[str] | None:
+        said = [e.get("reason", "") for e in events(kubectl, namespace, selector)]
+        return said if all(r in said for r in reasons) else None
+
+    return lib.wait_until(all_said, 10, message=f"events {', '.join(reasons)} ({selector})")
+
+
 def nodes_of(core: Any, uid: str) -> dict[str, str]:
     """Node name → role, for every node labelled for the job with ``uid``."""
     return {

@@ -18,6 +18,7 @@ from e2e.operator_fixtures import (
     live_workers,
     nodes_of,
     release_quarantined,
+    said_soon,
     status,
 )
 
@@ -184,20 +185,6 @@ def test_workers_that_cannot_be_scheduled_fail_the_job_after_their_grace(
     assert cond["reason"] == "WorkersStuckPending" and "Unschedulable" in cond["message"], cond
     assert st["phases"][0]["pendingRestarts"] == 1
     assert condition(st, "WorkersPending")["status"] == "True"
-
-    def said() -> list[str] | None:  # events are posted beside the status, not before it
-        reasons = kubectl(
-            "get",
-            "events",
-            "-n",
-            namespace,
-            "--field-selector",
-            "involvedObject.name=unfit",
-            "-o",
-            "jsonpath={range .items[*]}{.reason}{'\\n'}{end}",
-        ).split()
-        return reasons if "WorkersStuckPending" in reasons else None
-
-    lib.wait_until(said, 10, message="the WorkersStuckPending event")
+    said_soon(kubectl, namespace, "involvedObject.name=unfit", "WorkersStuckPending")
     lib.wait_until(lambda: nodes_of(core, uid) == {}, 60, message="the failed job's nodes freed")
     assert [p for p in live_workers(core, namespace, uid) if p.status.phase == "Pending"] == []

@@ -19,10 +19,12 @@ from e2e import lib
 from e2e.harness import REPO, Operator
 from e2e.operator_fixtures import (
     apply,
+    events,
     get_job,
     live_workers,
     nodes_of,
     release_quarantined,
+    said_soon,
     status,
 )
 
@@ -181,15 +183,11 @@ def test_with_no_spare_left_the_gang_restarts_smaller_while_at_least_min(
     def restarted() -> dict[str, Any] | None:
         # The condition holds only until a free node is claimed back, so read the event too.
         s = status(kubectl, namespace, name)
-        events = kubectl(
-            "get",
-            "events",
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={range .items[*]}{.reason}|{.message}{'\\n'}{end}",
-        )
-        said = [e for e in events.splitlines() if e.startswith("SparesExhausted|")]
+        said = [
+            e["message"]
+            for e in events(kubectl, namespace, f"involvedObject.name={name}")
+            if e.get("reason") == "SparesExhausted"
+        ]
         entry = ledger_for(s, victim)
         return {"status": s, "said": said} if entry and entry[0].get("resumed") and said else None
 
@@ -219,28 +217,7 @@ def test_with_no_spare_left_the_gang_restarts_smaller_while_at_least_min(
 
 def job_events(kubectl: lib.Kubectl, namespace: str, name: str) -> list[str]:
     """The reasons of every event posted about the job, one per event object."""
-    out = kubectl(
-        "get",
-        "events",
-        "-n",
-        namespace,
-        "--field-selector",
-        f"involvedObject.name={name}",
-        "-o",
-        "jsonpath={range .items[*]}{.reason}{'\\n'}{end}",
-    )
-    return [line for line in out.splitlines() if line]
-
-
-def said_soon(kubectl: lib.Kubectl, namespace: str, name: str, *reasons: str) -> list[str]:
-    """The job's event reasons once each of ``reasons`` is among them: the operator posts
-    a pass's events in the background, so one may land just after the status it goes with."""
-
-    def all_said() -> list[str] | None:
-        said = job_events(kubectl, namespace, name)
-        return said if all(r in said for r in reasons) else None
-
-    return lib.wait_until(all_said, 10, message=f"events {', '.join(reasons)} on {name}")
+    return [e.get("reason", "") for e in events(kubectl, namespace, f"involvedObject.name={name}")]
 
 
 def mass_failure(st: dict[str, Any]) -> dict[str, Any]:
@@ -347,7 +324,9 @@ def test_a_persons_proceed_swaps_what_the_breaker_holds(
         nodes_of(core, uid)[v] == "quarantined" for v in victims
     )
     assert {f["reason"] for f in st["failures"]} == {"NodeNotReady"}
-    said = said_soon(kubectl, namespace, name, "MassFailure", "MassFailureReleased")
+    said = said_soon(
+        kubectl, namespace, f"involvedObject.name={name}", "MassFailure", "MassFailureReleased"
+    )
     assert said.count("MassFailure") == 1 and said.count("MassFailureReleased") == 1, said
     # A second run finds nothing to release.
     again = subprocess.run(proceed, capture_output=True, text=True, env=env, timeout=60)
@@ -566,7 +545,7 @@ def test_a_worker_waiting_for_a_node_under_pressure_no_spare_covers_is_no_stuck_
     st = lib.wait_until(waiting, 90, message="the worker waiting for the node under pressure")
     assert st["state"] != "Failed", st.get("message")
     assert st["phases"][0].get("pendingRestarts", 0) == 0
-    said_soon(kubectl, namespace, name, "WorkersWaitingOnNodeCondition")
+    said_soon(kubectl, namespace, f"involvedObject.name={name}", "WorkersWaitingOnNodeCondition")
 
     lib.clear_gpu_fault(core, pressed)  # MemoryPressure False, as a kubelet reports it over
     assert lib.node_condition(core, pressed, "MemoryPressure").status == "False"

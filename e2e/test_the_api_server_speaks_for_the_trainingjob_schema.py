@@ -13,7 +13,7 @@ import pytest
 import yaml
 from e2e import lib
 from e2e.harness import REPO, Operator
-from e2e.operator_fixtures import apply, events, status, wait_state
+from e2e.operator_fixtures import apply, said_soon, status, wait_state
 from tests.api.invalid_cases import INVALID_CASES, VALID_CASES
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -162,12 +162,7 @@ def test_a_spec_only_the_operator_can_judge_becomes_invalid_spec_and_others_carr
     assert condition["status"] == "True"
     assert "nvidia.com/gpu" in condition["message"]
     assert condition["observedGeneration"] >= 1
-
-    def warned() -> bool:  # events are posted beside the status, not before it
-        said = events(kubectl, namespace, "involvedObject.name=sneaky,type=Warning")
-        return any(e["reason"] == "InvalidSpec" for e in said)
-
-    lib.wait_until(warned, 10, message="the InvalidSpec Warning event")
+    said_soon(kubectl, namespace, "involvedObject.name=sneaky,type=Warning", "InvalidSpec")
     assert not core.list_node(label_selector="phased.dev/job=sneaky").items
 
     wait_state(kubectl, namespace, "honest", {"Succeeded"}, 120, operator)
