@@ -67,6 +67,7 @@ from phased.core.model import (
     JobRef,
     NodeInfo,
     NodePod,
+    NodeSet,
     Plan,
     PodInfo,
     PodPhase,
@@ -646,7 +647,7 @@ class Reconciler:
         # Requests that go go at once: none needs another's answer (the pods are listed by
         # the job's UID, which the job's events gave us; the nodes it clears are in the node
         # view).
-        nodes = self.nodes.all()
+        nodes = self.nodes.snapshot()
         afresh = self._reads_afresh(entry)
         listing = asyncio.ensure_future(self._job_pods(entry.ref, afresh))
         clearing = asyncio.ensure_future(self._node_pods(entry.ref, nodes))
@@ -756,7 +757,7 @@ class Reconciler:
         self,
         entry: JobEntry,
         pods: tuple[PodInfo, ...],
-        nodes: tuple[NodeInfo, ...],
+        nodes: NodeSet,
         node_pods: dict[str, tuple[NodePod, ...]],
     ) -> Snapshot:
         """The snapshot decide reads: the job as last taken, its pods, the node view's
@@ -782,7 +783,7 @@ class Reconciler:
             claim_exists=entry.claim_ok,
             status=status,
             unreadable_status=unreadable,
-            nodes=nodes + await self._unseen_pool_nodes(status),
+            nodes=nodes.with_nodes(await self._unseen_pool_nodes(status)),
             pods=pods,
             service_exists=entry.service_ok,
             waiting=self._claimants(entry.ref.uid),
@@ -819,9 +820,7 @@ class Reconciler:
         raws = await self.pod_verbs.on_node(node)
         return tuple(node_pod_from_raw(r, self.operator_pod) for r in raws)
 
-    async def _node_pods(
-        self, job: JobRef, nodes: Iterable[NodeInfo]
-    ) -> dict[str, tuple[NodePod, ...]]:
+    async def _node_pods(self, job: JobRef, nodes: NodeSet) -> dict[str, tuple[NodePod, ...]]:
         """Pods on the job's nodes being cleared (fresh; for one the job promoted and found
         clear within ``_PROMOTED_CLEAR_FRESH``, that list), and on nodes recently found
         occupied (remembered for a resync interval; only ``LOOK_AGAIN_SECONDS`` when every
@@ -837,9 +836,9 @@ class Reconciler:
             if now - seen > _PROMOTED_CLEAR_FRESH:
                 del self._promoted_clear[key]
         names = [
-            n.name
-            for n in nodes
-            if labels.ANNOTATION_CLEARING in n.annotations and n.owner_uid == job.uid
+            name
+            for name in sorted(nodes.labelled(job.uid))
+            if labels.ANNOTATION_CLEARING in nodes[name].annotations
         ]
         # A node this job's last passes promoted and found clear once the promotion landed is
         # not listed again for a moment: the pass that creates the gang on it (once the

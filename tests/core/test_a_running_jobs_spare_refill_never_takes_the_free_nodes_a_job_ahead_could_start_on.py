@@ -69,7 +69,7 @@ def test_the_refill_leaves_the_free_nodes_a_job_ahead_could_start_on():
 
 
 def test_the_job_ahead_starts_whichever_pass_runs_first():
-    cluster = {n.name: n for n in _running(nodes("h", 4), (_ahead(),)).nodes}
+    cluster = {n.name: n for n in _running(nodes("h", 4), (_ahead(),)).nodes.values()}
     refill = decide(_running(nodes("h", 4), (_ahead(),)), SETTINGS, T0)
     for claim in of_type(refill, ClaimNode):
         cluster[claim.node] = owned(cluster[claim.node], claim.role, JOB)

@@ -7,7 +7,16 @@ from datetime import timedelta
 
 from phased.api.v1alpha1 import JobState, NodeRole, PhaseRecord, TrainingJobStatus
 from phased.core.decide import decide
-from phased.core.model import Claimant, ClaimNode, JobRef, NodeInfo, Plan, ReleaseNode, Snapshot
+from phased.core.model import (
+    Claimant,
+    ClaimNode,
+    JobRef,
+    NodeInfo,
+    NodeSet,
+    Plan,
+    ReleaseNode,
+    Snapshot,
+)
 from phased.core.times import format_time
 from tests.core.builders import (
     JOB,
@@ -177,9 +186,9 @@ def test_a_started_phase_reforming_after_a_failure_is_not_held_back_by_the_line(
     snap = _running(spares=0, held_spares=0, free=1, waiting=(ahead,))
     broken = [
         replace(n, conditions=(replace(n.conditions[0], status="False"),)) if n.name == "a01" else n
-        for n in snap.nodes
+        for n in snap.nodes.values()
     ]
-    plan = decide(replace(snap, nodes=tuple(broken)), SETTINGS, T0)
+    plan = decide(replace(snap, nodes=NodeSet.of(broken)), SETTINGS, T0)
     assert _claimed(plan) == ["h00"]  # the replacement, despite the job ahead
 
 

@@ -16,7 +16,15 @@ from phased.api.v1alpha1 import (
     TrainingJobStatus,
 )
 from phased.core.decide import decide
-from phased.core.model import CreatePod, DeletePod, EnsureClaim, EnsureSecret, PodPhase, Snapshot
+from phased.core.model import (
+    CreatePod,
+    DeletePod,
+    EnsureClaim,
+    EnsureSecret,
+    NodeSet,
+    PodPhase,
+    Snapshot,
+)
 from phased.core.reports import Report, ReportKind, ReportStore, merge, report_token
 from phased.core.settings import ReportSettings, Settings
 from phased.core.times import format_time
@@ -319,9 +327,9 @@ def test_reports_on_an_operator_without_an_endpoint_are_an_invalid_spec():
 
 def _failed(**kw: Any) -> Snapshot:
     snap = _running(**kw)
-    nodes = list(snap.nodes)
+    nodes = list(snap.nodes.values())
     nodes[0] = with_ready(nodes[0], False, at(-60))  # a0 NotReady for 60 s (grace 30 s)
-    return Snapshot(**{**snap.__dict__, "nodes": tuple(nodes)})
+    return Snapshot(**{**snap.__dict__, "nodes": NodeSet.of(nodes)})
 
 
 def test_a_node_failure_records_lost_work_and_restarts_from_the_last_checkpoint():

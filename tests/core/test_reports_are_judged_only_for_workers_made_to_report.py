@@ -17,7 +17,7 @@ from typing import Any
 from phased.api.v1alpha1 import JobState, NodeRole, PhaseRecord, TrainingJobStatus
 from phased.core import labels
 from phased.core.decide import decide
-from phased.core.model import CreatePod, PodPhase, Snapshot
+from phased.core.model import CreatePod, NodeSet, PodPhase, Snapshot
 from phased.core.reports import Report, ReportKind, report_token
 from phased.core.settings import ReportSettings, Settings
 from phased.core.times import format_time
@@ -118,8 +118,8 @@ def test_workers_made_without_reporting_end_their_phase_without_a_final_checkpoi
 
 def test_a_failure_of_workers_made_without_reporting_counts_no_lost_work():
     snap = _running(report=True, made_to_report=False)
-    nodes = [with_ready(n, False, at(-60)) if n.name == "a0" else n for n in snap.nodes]
-    plan = decide(replace(snap, nodes=tuple(nodes)), REPORTING, T0)
+    nodes = [with_ready(n, False, at(-60)) if n.name == "a0" else n for n in snap.nodes.values()]
+    plan = decide(replace(snap, nodes=NodeSet.of(nodes)), REPORTING, T0)
     (entry,) = plan.status.failures
     assert entry.lost_work_seconds is None and entry.resume_step is None
 

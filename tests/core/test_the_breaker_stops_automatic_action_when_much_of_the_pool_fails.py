@@ -12,6 +12,7 @@ from phased.core.model import (
     DeletePod,
     NodeCondition,
     NodeInfo,
+    NodeSet,
     Plan,
     QuarantineNode,
     SetNodeRole,
@@ -61,6 +62,8 @@ def _pool(down: int, size: int = SIZE, ledger=(), since=None) -> Snapshot:
 
 def _again(snap: Snapshot, plan: Plan, **changes) -> Snapshot:
     """The next pass: the status the last plan wrote, and whatever else changed."""
+    if "nodes" in changes:
+        changes["nodes"] = NodeSet.of(changes["nodes"])
     return replace(snap, status=plan.status, **changes)
 
 
@@ -149,7 +152,7 @@ def test_gpus_vanishing_from_many_nodes_keep_their_first_seen_time_and_one_event
         replace(n, allocatable={**n.allocatable, "nvidia.com/gpu": 0}) if n.name in gone else n
         for n in actives
     ]
-    snap = replace(_pool(0), nodes=tuple(actives))
+    snap = replace(_pool(0), nodes=NodeSet.of(actives))
     plan = decide(snap, SETTINGS, T0)
     assert {s.node for s in plan.status.suspects} == gone  # within gpuDropGrace (10s)
     seen = []
@@ -170,7 +173,8 @@ def test_when_every_held_node_recovers_the_breaker_clears_with_one_event_and_qua
     plan = decide(snap, SETTINGS, T0)
     plan = decide(_again(snap, plan), SETTINGS, at(400))
     healed = tuple(
-        with_ready(n, True, at(450)) if n.name in {"a0", "a1", "a2"} else n for n in snap.nodes
+        with_ready(n, True, at(450)) if n.name in {"a0", "a1", "a2"} else n
+        for n in snap.nodes.values()
     )
     plan = decide(_again(snap, plan, nodes=healed), SETTINGS, at(460))
     assert _breaker_events(plan) == ["MassFailureCleared"]
@@ -184,7 +188,7 @@ def test_when_every_held_node_recovers_the_breaker_clears_with_one_event_and_qua
 def test_a_partial_recovery_keeps_holding_the_rest():
     snap = _pool(4)
     plan = decide(snap, SETTINGS, T0)
-    some = tuple(with_ready(n, True, at(50)) if n.name == "a0" else n for n in snap.nodes)
+    some = tuple(with_ready(n, True, at(50)) if n.name == "a0" else n for n in snap.nodes.values())
     plan = decide(_again(snap, plan, nodes=some), SETTINGS, at(60))
     assert _breaker_events(plan) == [] and of_type(plan, QuarantineNode) == []
     assert _mass(plan).status == "True"
@@ -199,7 +203,7 @@ def test_a_held_node_whose_not_ready_turns_unknown_stays_held_from_its_first_sig
         replace(n, conditions=(NodeCondition("Ready", "False", at(-60)),)) if i < 3 else n
         for i, n in enumerate(_nodes(0))
     )
-    snap = replace(_pool(0), nodes=down)
+    snap = replace(_pool(0), nodes=NodeSet.of(down))
     plan = decide(snap, SETTINGS, T0)
     held = plan.status.breaker.held
     assert [h.node for h in held] == ["a0", "a1", "a2"]
@@ -218,7 +222,9 @@ def test_a_held_node_whose_not_ready_turns_unknown_stays_held_from_its_first_sig
 def test_a_new_failure_while_holding_is_held_too_without_an_event():
     snap = _pool(3)
     plan = decide(snap, SETTINGS, T0)
-    more = tuple(with_ready(n, False, at(100)) if n.name == "a5" else n for n in snap.nodes)
+    more = tuple(
+        with_ready(n, False, at(100)) if n.name == "a5" else n for n in snap.nodes.values()
+    )
     plan = decide(_again(snap, plan, nodes=more), SETTINGS, at(3600))
     assert _breaker_events(plan) == [] and of_type(plan, QuarantineNode) == []
     assert [h.node for h in plan.status.breaker.held] == ["a0", "a1", "a2", "a5"]
@@ -248,7 +254,7 @@ def test_a_persons_proceed_answers_every_held_failure_once_and_rearms_the_breake
         for n in _nodes(0)
         if n.name not in {"a0", "a1", "a2"}
     ]
-    follow = replace(snap, nodes=tuple(after), status=plan.status, **approve)
+    follow = replace(snap, nodes=NodeSet.of(after), status=plan.status, **approve)
     plan2 = decide(follow, SETTINGS, at(760))
     assert [q.node for q in of_type(plan2, QuarantineNode)] == ["a5"]
     assert _breaker_events(plan2) == []
@@ -259,10 +265,10 @@ def test_a_persons_proceed_answers_every_held_failure_once_and_rearms_the_breake
         for n in _nodes(0)
         if n.name not in {"a0", "a1", "a2"}
     ]
-    plan3 = decide(replace(follow, nodes=tuple(worse)), SETTINGS, at(820))
+    plan3 = decide(replace(follow, nodes=NodeSet.of(worse)), SETTINGS, at(820))
     assert _breaker_events(plan3) == ["MassFailure"]
     assert of_type(plan3, QuarantineNode) == []
-    plan4 = decide(replace(follow, nodes=tuple(worse), status=plan3.status), SETTINGS, at(900))
+    plan4 = decide(replace(follow, nodes=NodeSet.of(worse), status=plan3.status), SETTINGS, at(900))
     assert _breaker_events(plan4) == [] and of_type(plan4, QuarantineNode) == []
 
 
@@ -278,7 +284,7 @@ def test_a_proceed_older_than_the_trip_or_not_a_time_is_ignored():
 def test_a_held_node_deleted_while_held_stays_held_and_is_answered_on_proceed():
     snap = _pool(3)
     plan = decide(snap, SETTINGS, T0)
-    remaining = tuple(n for n in snap.nodes if n.name != "a1")
+    remaining = tuple(n for n in snap.nodes.values() if n.name != "a1")
     gone = _again(
         snap, plan, nodes=remaining, known_node_names=frozenset(n.name for n in remaining)
     )
@@ -313,7 +319,7 @@ def test_nodes_still_within_their_grace_count_so_a_rack_is_one_event():
     nodes_now[0] = with_ready(nodes_now[0], False, at(-31))
     for i in (1, 2, 3):
         nodes_now[i] = with_ready(nodes_now[i], False, at(-30) + timedelta(milliseconds=500))
-    snap = replace(_pool(0), nodes=tuple(nodes_now))
+    snap = replace(_pool(0), nodes=NodeSet.of(nodes_now))
     plan = decide(snap, SETTINGS, T0)
     assert of_type(plan, QuarantineNode) == []
     assert _breaker_events(plan) == ["MassFailure"]
@@ -325,5 +331,5 @@ def test_nodes_still_within_their_grace_count_so_a_rack_is_one_event():
 def test_a_lone_failure_beside_one_suspect_in_a_big_pool_is_answered():
     nodes_now = _nodes(1)
     nodes_now[5] = with_ready(nodes_now[5], False, at(-5))
-    plan = decide(replace(_pool(0), nodes=tuple(nodes_now)), SETTINGS, T0)
+    plan = decide(replace(_pool(0), nodes=NodeSet.of(nodes_now)), SETTINGS, T0)
     assert [q.node for q in of_type(plan, QuarantineNode)] == ["a0"]

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from phased.api.v1alpha1 import JobState, NodeRole, PhaseRecord, TrainingJobStatus
 from phased.core.decide import decide
-from phased.core.model import CreatePod, DeletePod, Plan, PodInfo, PodPhase, Snapshot
+from phased.core.model import CreatePod, DeletePod, NodeSet, Plan, PodInfo, PodPhase, Snapshot
 from phased.core.times import format_time
 from tests.core.builders import (
     SETTINGS,
@@ -102,8 +102,8 @@ def test_before_the_grace_nothing_happens_but_decide_asks_to_look_again_in_time(
 
 def test_a_pending_worker_on_a_node_that_is_not_ready_is_left_to_failure_handling():
     snap = _job()
-    sick = tuple(with_ready(n, False, at(-5)) if n.name == "a1" else n for n in snap.nodes)
-    plan = decide(replace(snap, nodes=sick), SETTINGS, T0)
+    sick = tuple(with_ready(n, False, at(-5)) if n.name == "a1" else n for n in snap.nodes.values())
+    plan = decide(replace(snap, nodes=NodeSet.of(sick)), SETTINGS, T0)
     assert _cond(plan, "WorkersPending") is None
     assert of_type(plan, DeletePod) == []
 

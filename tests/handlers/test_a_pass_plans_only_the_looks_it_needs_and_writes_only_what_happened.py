@@ -20,7 +20,7 @@ import pytest
 from phased import reconcile as module
 from phased.api.v1alpha1 import NodeRole, TrainingJobStatus
 from phased.core import labels
-from phased.core.model import ClaimNode, EmitEvent, Plan
+from phased.core.model import ClaimNode, EmitEvent, NodeSet, Plan
 from phased.core.settings import Settings
 from phased.kube.client import KubeClient, KubeError
 from phased.reconcile import JobEntry, Reconciler, job_ref_from_raw
@@ -176,7 +176,7 @@ def _reads(monkeypatch: pytest.MonkeyPatch, job: dict[str, Any] | None) -> list[
             replace(owned(node("x0"), NodeRole.ACTIVE), annotations=clearing),
             owned(node("a0"), NodeRole.ACTIVE, ours),
         ]
-        monkeypatch.setattr(rec.nodes, "all", lambda: tuple(held))
+        monkeypatch.setattr(rec.nodes, "snapshot", lambda: NodeSet.of(held))
         monkeypatch.setattr(rec.pod_verbs, "on_node", on_node)
         plan = Plan(actions=(), status=TrainingJobStatus())
         _stub(monkeypatch, rec, plan, got, listed, nothing, nothing)

@@ -33,6 +33,7 @@ from phased.core.model import (
     ClaimNode,
     DeletePod,
     EmitEvent,
+    NodeSet,
     Plan,
     QuarantineNode,
     SetNodeRole,
@@ -128,7 +129,7 @@ def _pass(
 
         async def observed(*_: Any) -> Snapshot:
             ref = rec.jobs["u1"].ref
-            return Snapshot(ref, None, None, TrainingJobStatus(), nodes=(), pods=())
+            return Snapshot(ref, None, None, TrainingJobStatus(), nodes=NodeSet.of(()), pods=())
 
         def decide(snapshot: Snapshot, *_: Any) -> Plan:
             cluster.decided += 1
@@ -231,7 +232,7 @@ MARK = {labels.ANNOTATION_CLEARING: "2026-03-01T12:00:00Z"}
 def _clearing(rec: Reconciler) -> None:
     ours = replace(JOB, uid="u1")
     held = (replace(owned(node("s0"), NodeRole.ACTIVE, ours), annotations=MARK),)
-    rec.nodes.all = lambda: held  # type: ignore[method-assign]
+    rec.nodes.snapshot = lambda: NodeSet.of(held)  # type: ignore[method-assign]
 
 
 def test_a_promoted_node_found_clear_is_not_listed_again_for_a_moment(
@@ -242,18 +243,18 @@ def test_a_promoted_node_found_clear_is_not_listed_again_for_a_moment(
     assert cluster.timeline == ["set role s0", "set role s0 done", "list s0", "list s0 done"]
     _clearing(rec)
     cluster.timeline.clear()
-    found = asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.all()))
+    found = asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.snapshot()))
     assert found == {"s0": ()} and cluster.timeline == []  # the list after the promotion
     # Another job holding the node next (released, claimed and promoted by it) lists it.
     other = replace(rec.jobs["u1"].ref, uid="u2")
     theirs = replace(owned(node("s0"), NodeRole.ACTIVE, replace(JOB, uid="u2")), annotations=MARK)
     cluster.timeline.clear()
-    asyncio.run(rec._node_pods(other, (theirs,)))
+    asyncio.run(rec._node_pods(other, NodeSet.of((theirs,))))
     assert cluster.timeline == ["list s0", "list s0 done"]
     cluster.timeline.clear()
     seen, pods = rec._promoted_clear["u1", "s0"]
     rec._promoted_clear["u1", "s0"] = (seen - 1.5, pods)  # a moment later
-    asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.all()))
+    asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.snapshot()))
     assert cluster.timeline == ["list s0", "list s0 done"]
 
 
@@ -265,7 +266,7 @@ def test_a_promoted_node_with_a_guest_is_listed_by_each_pass(
     assert not rec._promoted_clear
     _clearing(rec)
     cluster.timeline.clear()
-    found = asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.all()))
+    found = asyncio.run(rec._node_pods(rec.jobs["u1"].ref, rec.nodes.snapshot()))
     assert cluster.timeline == ["list s0", "list s0 done"]
     assert [p.name for p in found["s0"]] == ["guest"]
 

@@ -40,6 +40,7 @@ from phased.core.model import (
     FinishClearing,
     JobRef,
     NodeInfo,
+    NodeSet,
     Plan,
     QuarantineNode,
     ReleaseNode,
@@ -301,7 +302,7 @@ def snapshots(draw: st.DrawFn, spec_raw: st.SearchStrategy[Any]) -> Snapshot:
         spec=spec,
         spec_error=error,
         status=parse_status(draw(raw_statuses(names))),
-        nodes=nodes,
+        nodes=NodeSet.of(nodes),
         pods=pods,
         service_exists=draw(st.booleans()),
         known_node_names=draw(st.sampled_from([None, frozenset(n.name for n in nodes)])),
@@ -338,7 +339,7 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
     """Every node action targets a free node (claims) or one the job holds; pod actions
     name the job's own pods or new pods with valid names."""
     assert isinstance(plan, Plan) and isinstance(plan.status, TrainingJobStatus)
-    by_name = {n.name: n for n in snapshot.nodes}
+    by_name = {n.name: n for n in snapshot.nodes.values()}
     pods = {p.name: p for p in snapshot.pods}
     for action in plan.actions:
         if isinstance(action, ClaimNode):
@@ -376,7 +377,7 @@ def _check_plan(snapshot: Snapshot, plan: Plan) -> None:
             metadata = action.manifest["metadata"]
             assert is_dns_label(metadata["name"]) and metadata["name"] not in pods
             assert metadata["labels"][labels.LABEL_JOB_UID] == snapshot.job.uid
-            for node in snapshot.nodes:
+            for node in snapshot.nodes.values():
                 # The scheduler could bind it only to a node the job holds (a hand-made
                 # copy of the marks without installation nor claimed-at included).
                 if _lands(action.manifest, node):
@@ -435,7 +436,9 @@ def test_a_job_whose_phase_index_names_no_phase_does_not_raise(state: JobState, 
         {"phases": [{"name": "train", "nodes": {"min": 1, "max": 1}}], "template": {"image": "x"}}
     )
     status = TrainingJobStatus(state=state, phase="validate", phase_index=index)
-    snapshot = Snapshot(job=JOB, spec=spec, spec_error=None, status=status, nodes=(), pods=())
+    snapshot = Snapshot(
+        job=JOB, spec=spec, spec_error=None, status=status, nodes=NodeSet.of(()), pods=()
+    )
     assert isinstance(decide(snapshot, SETTINGS, NOW), Plan)
 
 
@@ -448,7 +451,12 @@ def test_a_mass_failure_window_of_999999_days_does_not_raise() -> None:
         }
     )
     snapshot = Snapshot(
-        job=JOB, spec=spec, spec_error=None, status=TrainingJobStatus(), nodes=(), pods=()
+        job=JOB,
+        spec=spec,
+        spec_error=None,
+        status=TrainingJobStatus(),
+        nodes=NodeSet.of(()),
+        pods=(),
     )
     assert isinstance(decide(snapshot, SETTINGS, NOW), Plan)
 

@@ -186,11 +186,11 @@ def test_a_pool_node_gone_from_every_view_is_read_before_it_is_called_deleted() 
 
     async def scenario() -> Any:
         await reconciler.relist_nodes()
-        nodes = reconciler.nodes.all()
+        nodes = reconciler.nodes.snapshot()
         return await reconciler._observe(entry, [], nodes, await reconciler._node_pods(JOB, nodes))
 
     snapshot = asyncio.run(scenario())
-    assert {n.name for n in snapshot.nodes} == {"h0", "h1"}
+    assert {n.name for n in snapshot.nodes.values()} == {"h0", "h1"}
     assert ("GET", "/api/v1/nodes/h2") in cluster.calls
     plan = decide(snapshot, reconciler.settings, NOW)
     assert [f.node for f in plan.status.failures] == ["h2"]

@@ -21,7 +21,7 @@ JOB = JobRef(namespace="ml", name="llm", uid="uid-llm")
 def _remembered(ago: float, *pods: NodePod) -> set[str]:
     reconciler = Reconciler(FakeCluster(), Settings(), operator_pod=("phased", "op-0"))  # type: ignore[arg-type]
     reconciler.occupied["n"] = (time.monotonic() - ago, pods)
-    return set(asyncio.run(reconciler._node_pods(JOB, reconciler.nodes.all())))
+    return set(asyncio.run(reconciler._node_pods(JOB, reconciler.nodes.snapshot())))
 
 
 STOPPING = NodePod(namespace="ml", name="other-train-g0-0", node="n", deleting=True)

@@ -649,14 +649,14 @@ def _deleting(snapshot: Snapshot, settings: Settings, now: datetime) -> Plan:
     actions: list[DeletePod | ReleaseNode | EmitEvent] = []
     running = [p for p in snapshot.pods if not p.deleting]
     for pod in running:
-        node = next((n for n in snapshot.nodes if n.name == pod.node_name), None)
+        node = snapshot.nodes.get(pod.node_name) if pod.node_name is not None else None
         force = pod.node_name is not None and (node is None or not node.ready)
         actions.append(DeletePod(pod.name, force=force, reason="TrainingJob deleted"))
+    uid = snapshot.job.uid
     held = [
         n
-        for n in snapshot.nodes
-        if holds(n, snapshot.job.uid, settings.installation)
-        and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
+        for n in (snapshot.nodes[name] for name in sorted(snapshot.nodes.labelled(uid)))
+        if holds(n, uid, settings.installation) and n.role in (NodeRole.ACTIVE, NodeRole.SPARE)
     ]
     actions.extend(ReleaseNode(n.name) for n in held)
     # A job on its way out claims nothing: no free node is kept for it in the line.

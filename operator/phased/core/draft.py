@@ -6,6 +6,7 @@ leaves decide is the frozen :class:`~phased.core.model.Plan` made by :meth:`Draf
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -51,7 +52,7 @@ class Draft:
     records: list[PhaseRecord]
     ledger: list[FailureRecord]
     conditions: tuple[Condition, ...]
-    nodes: dict[str, NodeInfo]
+    nodes: Mapping[str, NodeInfo]  # the snapshot's, never changed
     roles: dict[str, NodeRole]  # the job's nodes, roles as they will be after the actions
     pods: tuple[PodInfo, ...]  # the job's pods whose labels Phased could have written
     actions: list[Action] = field(default_factory=list)
@@ -103,10 +104,13 @@ class Draft:
         if carried is not None:
             records[index] = carried
         running = (status.phase or "", status.world_size)
+        # The job's nodes are those carrying its job-uid label that it holds: found by the
+        # label (the node set keeps the names by it), not by asking every node of the cluster.
         roles: dict[str, NodeRole] = {}
-        for node in snap.nodes:
+        for name in sorted(snap.nodes.labelled(snap.job.uid)):
+            node = snap.nodes[name]
             if holds(node, snap.job.uid, settings.installation) and node.role is not None:
-                roles[node.name] = node.role
+                roles[name] = node.role
         occupied = {
             name: [p.key + (" (terminating)" if p.deleting else "") for p in busy]
             for name, pods in snap.node_pods.items()
@@ -121,7 +125,7 @@ class Draft:
             records=records,
             ledger=list(status.failures),
             conditions=tuple(status.conditions),
-            nodes={n.name: n for n in snap.nodes},
+            nodes=snap.nodes,
             roles=roles,
             pods=tuple(p for p in snap.pods if trusted(spec, p, running)),
             occupied=occupied,

@@ -7,7 +7,7 @@ the plan's actions through the kube layer, then writes ``Plan.status`` once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -111,6 +111,107 @@ class NodeInfo:
             self.labels.get("topology.phased.dev/block", ""),
             self.labels.get("topology.phased.dev/rack", ""),
         )
+
+
+class NodeSet(Mapping[str, NodeInfo]):
+    """Every node the operator sees, by name, with the names of those carrying each job's
+    ``job-uid`` label: a pass finds its job's nodes there, not by asking every node of the
+    cluster (the kube layer's node view keeps both as the nodes change, and a pass reads a
+    copy of them; :meth:`of` builds them from a list of nodes). Read-only."""
+
+    __slots__ = ("_labelled", "_nodes")
+
+    def __init__(self, nodes: dict[str, NodeInfo], labelled: dict[str, frozenset[str]]) -> None:
+        """``nodes`` by name and ``labelled``, the names by ``job-uid`` label value, each as
+        :meth:`of` would find them: taken as they are, never changed (the caller's copies)."""
+        self._nodes = nodes
+        self._labelled = labelled
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeInfo]) -> NodeSet:
+        """The set of ``nodes`` (of two of one name, the later)."""
+        by_name = {n.name: n for n in nodes}
+        return cls(by_name, labelled_names(by_name.values()))
+
+    def labelled(self, job_uid: str) -> frozenset[str]:
+        """The names of the nodes whose ``job-uid`` label is ``job_uid`` (whether the job
+        holds them is :func:`phased.core.ownership.holds`'s to say)."""
+        return self._labelled.get(job_uid, frozenset())
+
+    def with_nodes(self, nodes: Iterable[NodeInfo]) -> NodeSet:
+        """This set with ``nodes`` put in (a node of a name already here replaces it)."""
+        extra = list(nodes)
+        if not extra:
+            return self
+        by_name, labelled = dict(self._nodes), dict(self._labelled)
+        for node in extra:
+            put_node(by_name, labelled, node.name, node)
+        return NodeSet(by_name, labelled)
+
+    def __getitem__(self, name: str) -> NodeInfo:
+        return self._nodes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._nodes
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._nodes.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._nodes.keys()
+
+    def values(self) -> ValuesView[NodeInfo]:
+        return self._nodes.values()
+
+    def items(self) -> ItemsView[str, NodeInfo]:
+        return self._nodes.items()
+
+    def __repr__(self) -> str:
+        return f"NodeSet({list(self._nodes)!r})"
+
+
+def labelled_names(nodes: Iterable[NodeInfo]) -> dict[str, frozenset[str]]:
+    """The names of ``nodes`` by ``job-uid`` label value (:meth:`NodeSet.labelled`)."""
+    found: dict[str, set[str]] = {}
+    for node in nodes:
+        if (uid := node.owner_uid) is not None:
+            found.setdefault(uid, set()).add(node.name)
+    return {uid: frozenset(names) for uid, names in found.items()}
+
+
+def put_node(
+    nodes: dict[str, NodeInfo],
+    labelled: dict[str, frozenset[str]],
+    name: str,
+    node: NodeInfo | None,
+) -> None:
+    """Put ``node`` in ``nodes`` under ``name`` (``None``: take the name out), keeping
+    ``labelled`` (the names by ``job-uid`` label value, as :class:`NodeSet` holds them) true:
+    a name's entry changes only when its label does, each a new frozenset (a copy taken of
+    ``labelled`` earlier keeps its own)."""
+    before = nodes.get(name)
+    old = before.owner_uid if before is not None else None
+    new = node.owner_uid if node is not None else None
+    if node is None:
+        nodes.pop(name, None)
+    else:
+        nodes[name] = node
+    if old == new:
+        return
+    if old is not None:
+        left = labelled.get(old, frozenset()) - {name}
+        if left:
+            labelled[old] = left
+        else:
+            labelled.pop(old, None)
+    if new is not None:
+        labelled[new] = labelled.get(new, frozenset()) | {name}
 
 
 class PodPhase(StrEnum):
@@ -262,7 +363,7 @@ class Snapshot:
     spec: TrainingJobSpec | None  # None when the spec failed validation
     spec_error: str | None
     status: TrainingJobStatus
-    nodes: tuple[NodeInfo, ...]  # every node the operator knows (its own and free ones)
+    nodes: NodeSet  # every node the operator knows (its own and free ones), by name
     pods: tuple[PodInfo, ...]  # the job's worker pods
     service_exists: bool = False
     waiting: tuple[Claimant, ...] = ()  # other jobs waiting for capacity

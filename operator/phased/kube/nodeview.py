@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from phased.core.model import NodeInfo
+from phased.core.model import NodeInfo, NodeSet, labelled_names, put_node
 from phased.core.selector import selects
 from phased.kube.convert import node_from_raw
 from phased.kube.versions import at_least, newer
@@ -25,6 +25,9 @@ from phased.kube.versions import at_least, newer
 class NodeView:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
+        # The names by job-uid label value (NodeSet's index), kept as _nodes changes: a
+        # pass finds its job's nodes there instead of asking every node.
+        self._labelled: dict[str, frozenset[str]] = {}
         self._prints: dict[str, int | None] = {}  # name -> fingerprint of what _nodes holds
         # Deletions the watch delivered since the last full list: name -> resourceVersion.
         self._deleted: dict[str, str] = {}
@@ -62,7 +65,7 @@ class NodeView:
         self.last_event_at = time.monotonic()
         rv = str(meta.get("resourceVersion", ""))
         if rv != before.resource_version and not newer(before.resource_version, rv):
-            self._nodes[before.name] = replace(before, resource_version=rv)
+            self._nodes[before.name] = replace(before, resource_version=rv)  # same labels
         return True
 
     def apply_event(
@@ -75,14 +78,14 @@ class NodeView:
             return None, None
         before = self._nodes.get(name)
         if event_type == "DELETED":
-            self._nodes.pop(name, None)
+            self._put(name, None)
             self._prints.pop(name, None)
             self._deleted[name] = str((raw.get("metadata") or {}).get("resourceVersion", ""))
             return before, None
         after = node_from_raw(raw)
         if before is not None and newer(before.resource_version, after.resource_version):
             return before, before  # a stale event after a relist: keep what we know
-        self._nodes[name] = after
+        self._put(name, after)
         self._prints[name] = fingerprint(raw)
         self._deleted.pop(name, None)
         return before, after
@@ -93,14 +96,14 @@ class NodeView:
         Not a watch event: the watch's liveness clock is left alone, and a newer version
         already in the view is kept."""
         if raw is None:
-            self._nodes.pop(name, None)
+            self._put(name, None)
             self._prints.pop(name, None)
             return
         fresh = node_from_raw(raw)
         before = self._nodes.get(name)
         if before is not None and newer(before.resource_version, fresh.resource_version):
             return
-        self._nodes[name] = fresh
+        self._put(name, fresh)
         self._prints[name] = fingerprint(raw)
 
     def replace_all(self, raws: Iterable[dict[str, Any]], list_version: str = "") -> set[str]:
@@ -145,6 +148,7 @@ class NodeView:
         if self._synced:
             self.relist_corrections += len(changed)
         self._nodes = fresh
+        self._labelled = labelled_names(fresh.values())
         self._prints = prints
         self._deleted = {
             name: rv
@@ -154,8 +158,16 @@ class NodeView:
         self._synced = True
         return changed
 
+    def _put(self, name: str, node: NodeInfo | None) -> None:
+        put_node(self._nodes, self._labelled, name, node)
+
     def all(self) -> tuple[NodeInfo, ...]:
         return tuple(self._nodes.values())
+
+    def snapshot(self) -> NodeSet:
+        """The nodes as they stand, a copy a pass reads across its awaits: two dicts copied
+        whole (the names by label are frozensets, shared)."""
+        return NodeSet(dict(self._nodes), dict(self._labelled))
 
     def by_name(self) -> Mapping[str, NodeInfo]:
         """The view's nodes by name, not copied: read it at once, never across an await."""
@@ -212,6 +224,20 @@ class NodeViews:
                 if held is None or newer(node.resource_version, held.resource_version):
                     seen[node.name] = node
         return tuple(seen.values())
+
+    def snapshot(self) -> NodeSet:
+        """The nodes as seen, all views together (as :meth:`all`), a copy a pass reads across
+        its awaits."""
+        first, *others = self.views
+        seen = first.snapshot()
+        for view in others:
+            seen = seen.with_nodes(
+                node
+                for node in view.all()
+                if (held := seen.get(node.name)) is None
+                or newer(node.resource_version, held.resource_version)
+            )
+        return seen
 
     def names(self) -> frozenset[str]:
         first, *others = self.views

@@ -1,0 +1,115 @@
+"""The node view keeps the names of the nodes by their ``job-uid`` label as the nodes change
+(watch events, heartbeats, a node read afresh, relists, two views together), so that a pass
+finds its job's nodes without asking every node of the cluster: whatever happened, what it
+keeps is what a look at every node would find, and a copy a pass took keeps what it held."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from phased.core import labels
+from phased.core.model import NodeInfo, NodeSet
+from phased.kube.nodeview import NodeView, NodeViews
+
+NAMES = ("a", "b", "c", "d")
+OWNERS = (None, "u1", "u2")
+
+
+def raw(name: str, rv: int, owner: str | None, installed: bool = False) -> dict[str, Any]:
+    marks: dict[str, str] = {}
+    if owner is not None:
+        marks[labels.LABEL_JOB_UID] = owner
+    if installed:
+        marks[labels.LABEL_INSTALLATION] = "default"
+    return {
+        "metadata": {"name": name, "resourceVersion": str(rv), "labels": marks},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def by_walking(nodes: NodeSet | list[NodeInfo]) -> dict[str, frozenset[str]]:
+    """The names by label as a look at every node finds them."""
+    found: dict[str, set[str]] = {}
+    for node in nodes.values() if isinstance(nodes, NodeSet) else nodes:
+        if node.owner_uid is not None:
+            found.setdefault(node.owner_uid, set()).add(node.name)
+    return {uid: frozenset(names) for uid, names in found.items()}
+
+
+def labelled(nodes: NodeSet) -> dict[str, frozenset[str]]:
+    return {uid: nodes.labelled(uid) for uid in OWNERS if uid and nodes.labelled(uid)}
+
+
+step = st.tuples(
+    st.sampled_from(["ADDED", "MODIFIED", "DELETED", "refresh", "gone", "relist", "heartbeat"]),
+    st.sampled_from(NAMES),
+    st.sampled_from(OWNERS),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step, max_size=40), st.lists(st.sampled_from(NAMES), unique=True))
+def test_what_the_view_keeps_by_label_is_what_a_look_at_every_node_finds(
+    steps: list[tuple[str, str, str | None]], listed: list[str]
+) -> None:
+    view = NodeView()
+    for rv, (kind, name, owner) in enumerate(steps, start=1):
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            view.apply_event(kind, raw(name, rv, owner))
+        elif kind == "refresh":
+            view.refresh(name, raw(name, rv, owner))
+        elif kind == "gone":
+            view.refresh(name, None)
+        elif kind == "heartbeat":
+            held = view.get(name)
+            if held is not None:
+                view.heartbeat(raw(name, rv, held.owner_uid))
+        else:
+            view.replace_all([raw(n, rv, owner) for n in listed], str(rv))
+        seen = view.snapshot()
+        assert labelled(seen) == by_walking(list(view.all()))
+        assert dict(seen.items()) == {n.name: n for n in view.all()}
+
+
+def test_a_copy_a_pass_took_keeps_what_it_held_as_the_view_moves_on() -> None:
+    view = NodeView()
+    view.replace_all([raw("a", 1, "u1"), raw("b", 1, None)], "1")
+    taken = view.snapshot()
+    view.apply_event("MODIFIED", raw("b", 2, "u1"))
+    view.apply_event("DELETED", raw("a", 3, "u1"))
+    assert taken.labelled("u1") == {"a"} and set(taken) == {"a", "b"}
+    assert view.snapshot().labelled("u1") == {"b"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(OWNERS), st.integers(1, 9))),
+    st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(OWNERS), st.integers(1, 9))),
+)
+def test_two_views_read_as_one_keep_the_later_copy_of_a_node_by_its_label(
+    first: list[tuple[str, str | None, int]], second: list[tuple[str, str | None, int]]
+) -> None:
+    views = NodeViews(("", f"{labels.LABEL_INSTALLATION}=default"))
+    views.replace_all([raw(n, rv, owner) for n, owner, rv in dict_last(first)], "0", source=0)
+    views.replace_all(
+        [raw(n, rv, owner, True) for n, owner, rv in dict_last(second)], "0", source=1
+    )
+    seen = views.snapshot()
+    assert dict(seen.items()) == {n.name: n for n in views.all()}
+    assert labelled(seen) == by_walking(seen)
+
+
+def dict_last(entries: list[tuple[str, str | None, int]]) -> list[tuple[str, str | None, int]]:
+    """One entry per name, the last (a list holds a node once)."""
+    return list({name: (name, owner, rv) for name, owner, rv in entries}.values())
+
+
+def test_nodes_put_in_replace_those_of_their_name_and_their_label() -> None:
+    base = NodeSet.of([NodeInfo("a", labels={labels.LABEL_JOB_UID: "u1"}), NodeInfo("b")])
+    more = base.with_nodes([NodeInfo("a"), NodeInfo("c", labels={labels.LABEL_JOB_UID: "u1"})])
+    assert more.labelled("u1") == {"c"} and set(more) == {"a", "b", "c"}
+    assert base.labelled("u1") == {"a"}  # the set put into is left as it was
+    assert base.with_nodes([]) is base
