@@ -37,10 +37,11 @@ import heapq
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -66,7 +67,6 @@ from phased.core.model import (
     JobRef,
     NodeCondition,
     NodeInfo,
-    NodeSet,
     PodInfo,
     PodPhase,
     QuarantineNode,
@@ -319,7 +319,7 @@ class Sim:
             spec=self.spec,
             spec_error=None,
             status=self.status,
-            nodes=NodeSet.of(self.nodes.values()),
+            nodes=_node_set(self.nodes.values()),
             pods=tuple(self.pods.values()),
             service_exists=self.service,
             known_node_names=frozenset(self.nodes),
@@ -644,3 +644,14 @@ Settings that miss it on at least one seed: {"; ".join(miss) or "none"}.
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _node_set(nodes: Iterable[NodeInfo]) -> Any:
+    """The snapshot's nodes as the ``phased`` imported takes them: a ``NodeSet``, or a tuple
+    for a checkout from before it (``bench/decide_cost.py --baseline`` runs this file against
+    an older operator)."""
+    try:
+        from phased.core.model import NodeSet
+    except ImportError:
+        return tuple(nodes)
+    return NodeSet.of(nodes)
