@@ -6,7 +6,6 @@ leaves decide is the frozen :class:`~phased.core.model.Plan` made by :meth:`Draf
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -28,6 +27,7 @@ from phased.core.model import (
     DeletePod,
     EmitEvent,
     NodeInfo,
+    NodeSet,
     Plan,
     PodInfo,
     Snapshot,
@@ -52,7 +52,7 @@ class Draft:
     records: list[PhaseRecord]
     ledger: list[FailureRecord]
     conditions: tuple[Condition, ...]
-    nodes: Mapping[str, NodeInfo]  # the snapshot's, never changed
+    nodes: NodeSet  # the snapshot's, never changed
     roles: dict[str, NodeRole]  # the job's nodes, roles as they will be after the actions
     pods: tuple[PodInfo, ...]  # the job's pods whose labels Phased could have written
     actions: list[Action] = field(default_factory=list)

@@ -58,7 +58,7 @@ from enum import StrEnum
 
 from phased.api.durations import parse_duration
 from phased.api.v1alpha1 import FailurePolicy, FailureReason, FailureRecord, NodeRole, Suspect
-from phased.core.model import NodeInfo
+from phased.core.model import NodeInfo, NodeSet
 from phased.core.pools import nearest_first
 from phased.core.times import format_time, parse_time, shifted
 from phased.core.tolerations import Toleration, foreign_blocking
@@ -262,7 +262,7 @@ def _domain_name(key: tuple[str, ...]) -> str:
 
 def outage(
     failed: Sequence[Failure],
-    nodes: Mapping[str, NodeInfo],
+    nodes: NodeSet,
     policy: FailurePolicy,
 ) -> Outage | None:
     """The widest domain of a failed node (:func:`_domains`) in which more than half of the
@@ -281,19 +281,16 @@ def outage(
     began = min(f.detected for f in failed if f.node in nodes)
     start = shifted(began, -parse_duration(policy.mass_failure.window))
     window = parse_duration(policy.mass_failure.window)
-    # Only the failed nodes' domains are counted: one walk over the nodes, the state of a
-    # Ready one not looked into (every pass that answers a failure makes it, over every
-    # node the operator sees).
+    # Only the failed nodes' domains are counted, and only the nodes not Ready are looked
+    # at: the node set keeps their names, and how many nodes each zone has (every pass that
+    # answers a failure asks, and it walked every node the operator sees).
     keys = sorted({k for n in names for k in _domains(nodes[n])}, key=lambda k: (len(k), k))
-    size = dict.fromkeys(keys, 0)
+    size = {key: nodes.in_zone(key[0]) if key else len(nodes) for key in keys}
     down = dict.fromkeys(keys, 0)
-    for node in nodes.values():
+    for name in nodes.not_ready():
+        node = nodes[name]
         zone = (node.topology[0],)
         counted = zone in size
-        if counted:
-            size[zone] += 1
-        if node.ready:
-            continue
         ready = node.condition("Ready")
         if (
             ready is not None
@@ -304,7 +301,6 @@ def outage(
             down[()] += 1
             if counted:
                 down[zone] += 1
-    size[()] = len(nodes)
     for key in keys:
         percent = max(OUTAGE_PERCENT, policy.mass_failure.max_failed_percent)
         allowed = max(1, math.floor(size[key] * percent / 100))

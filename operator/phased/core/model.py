@@ -7,12 +7,13 @@ the plan's actions through the kube layer, then writes ``Plan.status`` once.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from phased.api.v1alpha1 import NodeRole, TrainingJobSpec, TrainingJobStatus
 from phased.core import labels
@@ -113,40 +114,170 @@ class NodeInfo:
         )
 
 
+_T = TypeVar("_T")
+Rack = tuple[str, str, str]  # (zone, block, rack), as NodeInfo.topology
+Block = tuple[str, str]  # (zone, block); the block "" holds a zone's nodes with no block label
+
+
+class NodeIndex:
+    """What a :class:`NodeSet` keeps beside the nodes by name, so that a pass finds the few
+    nodes it needs without asking every node of the cluster: the names by ``job-uid`` label
+    value (a job's own nodes), and by topology — by rack, by block (sorted: ties in the claim
+    order go by name), and each zone's blocks (the nearest free nodes of a pool are found a
+    rack, a block, a zone at a time: :func:`phased.core.pools.nearest_fitting`), and the
+    names of the nodes not Ready (the outage rule counts them against their zone's size).
+
+    Kept as the nodes come, change and go (:meth:`put`): an entry changes only when a node's
+    label or topology does, each as a new immutable value, so a :meth:`copy` (dicts copied,
+    values shared) keeps what it held while the original moves on."""
+
+    __slots__ = ("blocks", "labelled", "not_ready", "racks", "zones")
+
+    def __init__(self) -> None:
+        self.labelled: dict[str, frozenset[str]] = {}
+        self.racks: dict[Rack, tuple[str, ...]] = {}  # only racks named by all three labels
+        self.blocks: dict[Block, tuple[str, ...]] = {}  # nodes with a zone label, by name
+        self.zones: dict[str, frozenset[str]] = {}  # the blocks of each zone
+        # The nodes not Ready: a set changed in place (in a wide outage, thousands), so a
+        # copy copies it.
+        self.not_ready: set[str] = set()
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeInfo]) -> NodeIndex:
+        index = cls()
+        for node in nodes:
+            index.put(node.name, None, node)
+        return index
+
+    def copy(self) -> NodeIndex:
+        other = NodeIndex()
+        other.labelled = dict(self.labelled)
+        other.racks = dict(self.racks)
+        other.blocks = dict(self.blocks)
+        other.zones = dict(self.zones)
+        other.not_ready = set(self.not_ready)
+        return other
+
+    def put(self, name: str, before: NodeInfo | None, after: NodeInfo | None) -> None:
+        """Node ``name`` was ``before`` (``None``: not there) and is now ``after`` (``None``:
+        gone)."""
+        old = before.owner_uid if before is not None else None
+        new = after.owner_uid if after is not None else None
+        if old != new:
+            if old is not None:
+                _drop(self.labelled, old, name)
+            if new is not None:
+                self.labelled[new] = self.labelled.get(new, frozenset()) | {name}
+        if after is None or after.ready:
+            self.not_ready.discard(name)
+        else:
+            self.not_ready.add(name)
+        was = before.topology if before is not None else None
+        now = after.topology if after is not None else None
+        if was == now:
+            return
+        if was is not None and was[0]:
+            self._unplace(name, was)
+        if now is not None and now[0]:
+            self._place(name, now)
+
+    def _place(self, name: str, where: Rack) -> None:
+        zone, block, rack = where
+        if block and rack:
+            self.racks[where] = _sorted_with(self.racks.get(where, ()), name)
+        self.blocks[zone, block] = _sorted_with(self.blocks.get((zone, block), ()), name)
+        self.zones[zone] = self.zones.get(zone, frozenset()) | {block}
+
+    def _unplace(self, name: str, where: Rack) -> None:
+        zone, block, rack = where
+        if block and rack:
+            _drop_sorted(self.racks, where, name)
+        if not _drop_sorted(self.blocks, (zone, block), name):
+            _drop(self.zones, zone, block)
+
+
+def _drop(found: dict[str, frozenset[str]], key: str, name: str) -> None:
+    left = found.get(key, frozenset()) - {name}
+    if left:
+        found[key] = left
+    else:
+        found.pop(key, None)
+
+
+def _sorted_with(names: tuple[str, ...], name: str) -> tuple[str, ...]:
+    if name in names:
+        return names
+    at = bisect.bisect_left(names, name)
+    return (*names[:at], name, *names[at:])
+
+
+def _drop_sorted(found: dict[Any, tuple[str, ...]], key: Any, name: str) -> bool:
+    """Take ``name`` out of ``found[key]``; False when nothing is left under ``key``."""
+    left = tuple(n for n in found.get(key, ()) if n != name)
+    if left:
+        found[key] = left
+        return True
+    found.pop(key, None)
+    return False
+
+
 class NodeSet(Mapping[str, NodeInfo]):
-    """Every node the operator sees, by name, with the names of those carrying each job's
-    ``job-uid`` label: a pass finds its job's nodes there, not by asking every node of the
-    cluster (the kube layer's node view keeps both as the nodes change, and a pass reads a
-    copy of them; :meth:`of` builds them from a list of nodes). Read-only."""
+    """Every node the operator sees, by name, with a :class:`NodeIndex` of them: a pass finds
+    its job's nodes, and the free nodes nearest its pool, there, not by asking every node of
+    the cluster (the kube layer's node view keeps both as the nodes change, and a pass reads
+    a copy of them; :meth:`of` builds them from a list of nodes). Read-only."""
 
-    __slots__ = ("_labelled", "_nodes")
+    __slots__ = ("_index", "_nodes")
 
-    def __init__(self, nodes: dict[str, NodeInfo], labelled: dict[str, frozenset[str]]) -> None:
-        """``nodes`` by name and ``labelled``, the names by ``job-uid`` label value, each as
-        :meth:`of` would find them: taken as they are, never changed (the caller's copies)."""
+    def __init__(self, nodes: dict[str, NodeInfo], index: NodeIndex) -> None:
+        """``nodes`` by name and their ``index``, as :meth:`of` would make it: taken as they
+        are, never changed (the caller's copies)."""
         self._nodes = nodes
-        self._labelled = labelled
+        self._index = index
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo]) -> NodeSet:
         """The set of ``nodes`` (of two of one name, the later)."""
         by_name = {n.name: n for n in nodes}
-        return cls(by_name, labelled_names(by_name.values()))
+        return cls(by_name, NodeIndex.of(by_name.values()))
 
     def labelled(self, job_uid: str) -> frozenset[str]:
         """The names of the nodes whose ``job-uid`` label is ``job_uid`` (whether the job
         holds them is :func:`phased.core.ownership.holds`'s to say)."""
-        return self._labelled.get(job_uid, frozenset())
+        return self._index.labelled.get(job_uid, frozenset())
+
+    def in_rack(self, rack: Rack) -> tuple[str, ...]:
+        """The names of the nodes of ``rack`` (all three labels named), sorted."""
+        return self._index.racks.get(rack, ())
+
+    def in_block(self, block: Block) -> tuple[str, ...]:
+        """The names of the nodes of ``block`` (the block ``""``: the zone's nodes with no
+        block label), sorted."""
+        return self._index.blocks.get(block, ())
+
+    def blocks_of(self, zone: str) -> frozenset[str]:
+        """The blocks the nodes of ``zone`` lie in (``""`` among them for nodes with none)."""
+        return self._index.zones.get(zone, frozenset())
+
+    def in_zone(self, zone: str) -> int:
+        """How many nodes carry the zone label ``zone``."""
+        blocks = self._index.blocks
+        return sum(len(blocks.get((zone, b), ())) for b in self.blocks_of(zone))
+
+    def not_ready(self) -> frozenset[str]:
+        """The names of the nodes not Ready (:attr:`NodeInfo.ready`)."""
+        return frozenset(self._index.not_ready)
 
     def with_nodes(self, nodes: Iterable[NodeInfo]) -> NodeSet:
         """This set with ``nodes`` put in (a node of a name already here replaces it)."""
         extra = list(nodes)
         if not extra:
             return self
-        by_name, labelled = dict(self._nodes), dict(self._labelled)
+        by_name, index = dict(self._nodes), self._index.copy()
         for node in extra:
-            put_node(by_name, labelled, node.name, node)
-        return NodeSet(by_name, labelled)
+            index.put(node.name, by_name.get(node.name), node)
+            by_name[node.name] = node
+        return NodeSet(by_name, index)
 
     def __getitem__(self, name: str) -> NodeInfo:
         return self._nodes[name]
@@ -160,7 +291,13 @@ class NodeSet(Mapping[str, NodeInfo]):
     def __contains__(self, name: object) -> bool:
         return name in self._nodes
 
-    def get(self, name: str, default: Any = None) -> Any:
+    @overload
+    def get(self, name: str, /) -> NodeInfo | None: ...
+
+    @overload
+    def get(self, name: str, /, default: NodeInfo | _T) -> NodeInfo | _T: ...
+
+    def get(self, name: str, /, default: Any = None) -> Any:
         return self._nodes.get(name, default)
 
     def keys(self) -> KeysView[str]:
@@ -174,44 +311,6 @@ class NodeSet(Mapping[str, NodeInfo]):
 
     def __repr__(self) -> str:
         return f"NodeSet({list(self._nodes)!r})"
-
-
-def labelled_names(nodes: Iterable[NodeInfo]) -> dict[str, frozenset[str]]:
-    """The names of ``nodes`` by ``job-uid`` label value (:meth:`NodeSet.labelled`)."""
-    found: dict[str, set[str]] = {}
-    for node in nodes:
-        if (uid := node.owner_uid) is not None:
-            found.setdefault(uid, set()).add(node.name)
-    return {uid: frozenset(names) for uid, names in found.items()}
-
-
-def put_node(
-    nodes: dict[str, NodeInfo],
-    labelled: dict[str, frozenset[str]],
-    name: str,
-    node: NodeInfo | None,
-) -> None:
-    """Put ``node`` in ``nodes`` under ``name`` (``None``: take the name out), keeping
-    ``labelled`` (the names by ``job-uid`` label value, as :class:`NodeSet` holds them) true:
-    a name's entry changes only when its label does, each a new frozenset (a copy taken of
-    ``labelled`` earlier keeps its own)."""
-    before = nodes.get(name)
-    old = before.owner_uid if before is not None else None
-    new = node.owner_uid if node is not None else None
-    if node is None:
-        nodes.pop(name, None)
-    else:
-        nodes[name] = node
-    if old == new:
-        return
-    if old is not None:
-        left = labelled.get(old, frozenset()) - {name}
-        if left:
-            labelled[old] = left
-        else:
-            labelled.pop(old, None)
-    if new is not None:
-        labelled[new] = labelled.get(new, frozenset()) | {name}
 
 
 class PodPhase(StrEnum):

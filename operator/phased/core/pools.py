@@ -49,14 +49,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from phased.api.v1alpha1 import GPUType, Phase, TrainingJobSpec
 from phased.core import labels
-from phased.core.model import Claimant, NodeInfo
+from phased.core.model import Claimant, NodeInfo, NodeSet
 from phased.core.ownership import marks
 from phased.core.selector import selects
 from phased.core.settings import Settings
@@ -170,23 +171,32 @@ def free_matching(
     """The nodes of ``nodes`` free (:func:`is_free`) that match the phase (:func:`matches`),
     by name. The type's labels and resource are read once, not once per node: this runs
     over every node the job does not hold, thousands a pass."""
-    fit: Callable[[NodeInfo], bool]
-    if type_key == CPU_TYPE:
-        fit = functools.partial(is_cpu_node, settings=settings)
-    else:
-        conf = settings.gpu_types.get(GPUType(type_key))
-        if conf is None:
-            return []
-        wanted, resource = tuple(conf.node_labels.items()), conf.resource
-
-        def fit(n: NodeInfo) -> bool:
-            found = n.labels
-            for key, value in wanted:
-                if found.get(key) != value:
-                    return False
-            return n.allocatable.get(resource, 0) >= gpus_per_node
-
+    fit = type_fit(type_key, gpus_per_node, settings)
+    if fit is None:
+        return []
     return sorted((n for n in nodes if fit(n) and is_free(n, tolerations)), key=_NAME)
+
+
+def type_fit(
+    type_key: str, gpus_per_node: int, settings: Settings
+) -> Callable[[NodeInfo], bool] | None:
+    """Whether a node matches the phase (:func:`matches`), its type's labels and resource
+    read once; ``None`` for a GPU type the settings do not know (no node matches)."""
+    if type_key == CPU_TYPE:
+        return functools.partial(is_cpu_node, settings=settings)
+    conf = settings.gpu_types.get(GPUType(type_key))
+    if conf is None:
+        return None
+    wanted, resource = tuple(conf.node_labels.items()), conf.resource
+
+    def fit(n: NodeInfo) -> bool:
+        found = n.labels
+        for key, value in wanted:
+            if found.get(key) != value:
+                return False
+        return n.allocatable.get(resource, 0) >= gpus_per_node
+
+    return fit
 
 
 # --- topology -------------------------------------------------------------------------------
@@ -234,6 +244,42 @@ def nearest_first(candidates: Iterable[NodeInfo], anchors: Sequence[NodeInfo]) -
     for node in candidates:
         by_distance[near.distance(node)].append(node)
     return [n for nodes in by_distance for n in sorted(nodes, key=_NAME)]
+
+
+def nearest_fitting(
+    nodes: NodeSet, anchors: Sequence[NodeInfo], fits: Callable[[NodeInfo], bool]
+) -> Iterator[NodeInfo]:
+    """The nodes of ``nodes`` that ``fits`` takes, in the order :func:`nearest_first` puts
+    them in (nearest the anchors first, ties by name), found a distance at a time from the
+    set's topology index (:class:`~phased.core.model.NodeIndex`): the anchors' racks, then
+    the rest of their blocks, then the rest of their zones, each merged by name, and last
+    every other node. The first few near a pool are found in its racks and blocks without
+    looking at the rest of the cluster; a search that finds too few there goes on, and one
+    that reaches the last distance walks the nodes (as nearest_first did every time)."""
+    near = _Anchors(anchors)
+    racks = [nodes.in_rack(r) for r in near.racks]
+    for name in heapq.merge(*racks):
+        if fits(node := nodes[name]):
+            yield node
+    blocks = [nodes.in_block(b) for b in near.blocks]
+    for name in heapq.merge(*blocks):
+        node = nodes[name]
+        if node.topology not in near.racks and fits(node):
+            yield node
+    zones = [
+        nodes.in_block((zone, block))
+        for zone in near.zones
+        for block in nodes.blocks_of(zone)
+        if (zone, block) not in near.blocks
+    ]
+    for name in heapq.merge(*zones):
+        if fits(node := nodes[name]):
+            yield node
+    rest = sorted(
+        (n for n in nodes.values() if not n.topology[0] or n.topology[0] not in near.zones),
+        key=_NAME,
+    )
+    yield from (n for n in rest if fits(n))
 
 
 def anchors_for(held: Sequence[NodeInfo], free: Sequence[NodeInfo], key: str) -> Sequence[NodeInfo]:

@@ -61,7 +61,8 @@ event naming them and why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -91,6 +92,7 @@ from phased.core.model import (
     CreatePod,
     EnsureService,
     NodeInfo,
+    NodeSet,
     ReleaseNode,
     SetNodeRole,
 )
@@ -124,7 +126,9 @@ from phased.core.pools import (
     kept_for_ahead,
     matches,
     nearest_first,
+    nearest_fitting,
     starting_now,
+    type_fit,
     type_keys,
     type_total,
     unfit_now,
@@ -157,7 +161,7 @@ def phase_type(draft: Draft) -> str:
     if chosen is not None and chosen in keys:
         return _moved_type(draft, chosen) or _running_type(draft, chosen) or chosen
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
-    free = {key: _available(draft, key)[0] for key in keys}
+    free = {key: _available(draft, key)[0].every() for key in keys}
     chosen, enough = choose_type(draft.phase, held, free, draft.settings)
     if enough or len(keys) == 1:
         return chosen
@@ -183,7 +187,7 @@ def _moved_type(draft: Draft, ran_on: str) -> str | None:
     if len(keys) < 2 or live(generation_pods(draft)) or draft.snap.status.breaker.held:
         return None
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
-    free = {key: _available(draft, key)[0] for key in keys}
+    free = {key: _available(draft, key)[0].every() for key in keys}
     need = draft.phase.nodes.min
     mine = sum(1 for n in held if has_type_labels(n, ran_on, draft.settings))
     if mine + len(free[ran_on]) >= need:
@@ -245,18 +249,108 @@ def _unheld(draft: Draft) -> tuple[NodeInfo, ...]:
     found = draft.unheld_memo.get(held)
     if found is None:
         if draft.claimable is None:
-            faults = frozenset(draft.spec.failure_policy.gpu_fault_conditions)
-            occupied, selector = draft.occupied, draft.settings.node_selector
-            draft.claimable = tuple(
-                n
-                for n in draft.nodes.values()
-                if n.name not in occupied
-                and (not selector or in_scope(n, draft.settings))
-                and faults.isdisjoint(n.true_conditions)
-            )
+            draft.claimable = tuple(filter(_claimable(draft), draft.nodes.values()))
         found = tuple(n for n in draft.claimable if n.name not in held)
         draft.unheld_memo[held] = found
     return found
+
+
+def _claimable(draft: Draft) -> Callable[[NodeInfo], bool]:
+    """Whether a node is one :func:`_unheld` takes, held or not: within the operator's
+    ``nodeSelector``, no pod of others seen on it, none of the job's fault conditions
+    True."""
+    faults = frozenset(draft.spec.failure_policy.gpu_fault_conditions)
+    occupied, selector, settings = draft.occupied, draft.settings.node_selector, draft.settings
+
+    def claimable(n: NodeInfo) -> bool:
+        return (
+            n.name not in occupied
+            and (not selector or in_scope(n, settings))
+            and faults.isdisjoint(n.true_conditions)
+        )
+
+    return claimable
+
+
+class _Free:
+    """The free nodes a pass may claim (a pool formed or re-formed, spares refilled), taken
+    in claim order (:func:`_claim_order`, with the pool's anchors as they stand at each
+    take): either listed, every candidate (what the line's rules and a new pool's first
+    rack need), or found near the pool (:meth:`near`).
+
+    Near the pool, the candidates are not listed: they are the nodes not held when the
+    search began that :func:`_claimable` takes, free and of the phase's type (``fits``),
+    looked up nearest first in the node set's topology index
+    (:func:`phased.core.pools.nearest_fitting`). A failure's pass finds the spare's refill
+    in the pool's own racks and blocks, where it walked every node of the cluster twice, to
+    list the candidates and to order them. With no anchors (the job holds nothing), or to be
+    counted all, they are listed after all, by name, as :func:`free_matching` lists them."""
+
+    def __init__(
+        self,
+        listed: list[NodeInfo] | None,
+        nodes: NodeSet | None = None,
+        fits: Callable[[NodeInfo], bool] | None = None,
+        taken: set[str] | None = None,
+    ) -> None:
+        self._listed = listed
+        self._nodes = nodes
+        self._fits = fits
+        self._taken = taken if taken is not None else set()
+
+    @classmethod
+    def near(cls, draft: Draft, type_key: str) -> _Free:
+        fit = type_fit(type_key, draft.phase.gpus_per_node, draft.settings)
+        if fit is None:
+            return cls([])
+        claimable, tolerations = _claimable(draft), draft.tolerations
+        taken = set(draft.roles)  # held now, and each node taken from here since
+
+        def fits(n: NodeInfo) -> bool:
+            return n.name not in taken and claimable(n) and fit(n) and is_free(n, tolerations)
+
+        return cls(None, draft.snap.nodes, fits, taken)
+
+    def every(self) -> list[NodeInfo]:
+        """All of them, listed (by name, when they were not yet)."""
+        if self._listed is None:
+            nodes, fits = self._nodes, self._fits
+            self._listed = (
+                [] if nodes is None or fits is None else [*nearest_fitting(nodes, (), fits)]
+            )
+        return self._listed
+
+    def _nearest(self, draft: Draft) -> Iterator[NodeInfo] | None:
+        """The candidates in claim order, found near the pool; ``None`` when listed."""
+        if self._listed is not None or self._nodes is None or self._fits is None:
+            return None
+        anchors = draft.held(NodeRole.ACTIVE) or draft.held(NodeRole.SPARE)
+        if not anchors:
+            return None
+        return nearest_fitting(self._nodes, anchors, self._fits)
+
+    def count(self, draft: Draft, cap: int) -> int:
+        """How many there are, or ``cap`` when at least that many: near the pool, no more
+        are looked for than could change what the pool is formed into."""
+        order = self._nearest(draft)
+        if order is None:
+            return len(self.every())
+        return sum(1 for _ in itertools.islice(order, max(0, cap)))
+
+    def take(self, draft: Draft, need: int) -> list[NodeInfo]:
+        """The first ``need`` in claim order, no longer candidates once taken."""
+        if need <= 0:
+            return []
+        order = self._nearest(draft)
+        if order is None:
+            listed = self.every()
+            picked = _claim_order(draft, listed)[:need]
+            for node in picked:
+                listed.remove(node)
+            return picked
+        picked = list(itertools.islice(order, need))
+        self._taken.update(n.name for n in picked)
+        return picked
 
 
 _SURFACED = (LeftAlone.OTHER_INSTALLATION, LeftAlone.NO_INSTALLATION, LeftAlone.PARTIAL_MARKS)
@@ -367,7 +461,7 @@ def _owed(draft: Draft) -> tuple[int, int]:
     return for_world, max(0, world + draft.spec.spares.count - held) - for_world
 
 
-def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
+def _available(draft: Draft, type_key: str) -> tuple[_Free, int]:
     """Free matching nodes this job may claim now, and how many are reserved for jobs ahead.
 
     A started phase re-forming takes what it is owed (:func:`_owed`: the pool it ran with),
@@ -388,16 +482,17 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     so the GPU jobs ahead of it in line keep theirs from it: first the nodes of each GPU
     type that the waiting jobs ahead want of it (each counted once: :func:`_gpu_wanted`; the
     farthest from this job's pool), then, among the rest, what the CPU jobs ahead want."""
+    if not draft.snap.waiting and type_key != CPU_TYPE:
+        # No job in line (none waits, none runs short of spares) and no GPU node kept from
+        # a CPU phase: nothing below keeps a node from this job, and what it owes comes
+        # first in the claim order anyway. The free nodes are found near the pool as they
+        # are taken (_Free.near): a failure's pass, at thousands of free nodes, walked them
+        # all twice, and before that five more times.
+        return _Free.near(draft, type_key), 0
     free = free_matching(
         _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
     )
     ordered = _claim_order(draft, free)
-    if not draft.snap.waiting and type_key != CPU_TYPE:
-        # No job in line (none waits, none runs short of spares) and no GPU node kept from
-        # a CPU phase: nothing below keeps a node from this job, and what it owes comes
-        # first in the claim order anyway. A failure's pass, at thousands of free nodes,
-        # skipped five more walks over them.
-        return ordered, 0
     for_world, for_spares = _owed(draft)
     world = ordered[:for_world]
     spares: list[NodeInfo] = []
@@ -419,7 +514,7 @@ def _available(draft: Draft, type_key: str) -> tuple[list[NodeInfo], int]:
     mine = [n for n in rest if n.name not in ahead]
     if type_key == CPU_TYPE:
         mine = _gpu_nodes_only_for_min(draft, mine, beyond, owed)
-    return owed + mine, len(kept) + len(ahead)
+    return _Free(owed + mine), len(kept) + len(ahead)
 
 
 def _gpu_nodes_only_for_min(
@@ -727,11 +822,15 @@ def form_pool(draft: Draft, type_key: str) -> None:
     release_misfits(draft, type_key)
     held = draft.held(NodeRole.ACTIVE) + draft.held(NodeRole.SPARE)
     # Nothing a free node could change in a pool whole at its largest: no walk over the nodes.
-    free, reserved = ([], 0) if _whole_at_max(draft) else _available(draft, type_key)
-    if len(held) + len(free) < phase.nodes.min:
+    free, reserved = (_Free([]), 0) if _whole_at_max(draft) else _available(draft, type_key)
+    # Free nodes beyond nodes.max and spares.count change nothing of the targets: found near
+    # the pool, no more than that are looked for.
+    enough = phase.nodes.max + draft.spec.spares.count - len(held)
+    available = len(held) + free.count(draft, enough)
+    if available < phase.nodes.min:
         # Gang admission: never sit on part of a pool, idle, while others could use it —
         # but give it back only once the need is published (:func:`_place_published`).
-        _report_capacity(draft, type_key, len(held) + len(free), reserved)
+        _report_capacity(draft, type_key, available, reserved)
         if _place_published(draft):
             for node in held:
                 _release(draft, node)
@@ -740,7 +839,7 @@ def form_pool(draft: Draft, type_key: str) -> None:
         _surface_left_alone(draft, type_key, True)
         return
     world = (draft.status.world_size or phase.nodes.min) if _started(draft) else 0
-    targets = Targets.for_available(phase, draft.spec.spares.count, len(held) + len(free), world)
+    targets = Targets.for_available(phase, draft.spec.spares.count, available, world)
     _fit_actives(draft, targets, free)
     _fit_spares(draft, targets.spares, free)
     keep_troubled_out(draft)
@@ -804,7 +903,7 @@ def _given_up_first(
     )
 
 
-def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
+def _fit_actives(draft: Draft, targets: Targets, free: _Free) -> None:
     actives = draft.held(NodeRole.ACTIVE)
     beyond = _given_up_first(draft, actives, actives)[: max(0, len(actives) - targets.active)]
     if beyond:
@@ -847,22 +946,20 @@ def _fit_actives(draft: Draft, targets: Targets, free: list[NodeInfo]) -> None:
     # claim names the lost node it replaces (oldest first); the ledger records it from the
     # node once the claim has landed (a claim another job wins replaces nothing).
     unanswered = iter([e.node for e in draft.ledger if e.replaced_by is None and e.resumed is None])
-    for node in _claim_order(draft, free)[:need] if need > 0 else ():
+    for node in free.take(draft, need):
         _claim(draft, node, NodeRole.ACTIVE, replaces=next(unanswered, None))
-        free.remove(node)
 
 
-def _fit_spares(draft: Draft, wanted: int, free: list[NodeInfo]) -> int:
+def _fit_spares(draft: Draft, wanted: int, free: _Free) -> int:
     """Claim or release spares to reach ``wanted``; returns how many were claimed."""
     spares = draft.held(NodeRole.SPARE)
     actives = draft.held(NodeRole.ACTIVE)
     for node in _given_up_first(draft, spares, actives)[: max(0, len(spares) - wanted)]:
         _release(draft, node)
     need = wanted - len(draft.held(NodeRole.SPARE))
-    picked = _claim_order(draft, free)[:need] if need > 0 else []
+    picked = free.take(draft, need)
     for node in picked:
         _claim(draft, node, NodeRole.SPARE)
-        free.remove(node)
     return len(picked)
 
 
@@ -993,15 +1090,17 @@ def refill_spares(draft: Draft, type_key: str) -> None:
             _release(draft, node)
     wanted = draft.spec.spares.count
     short = wanted - len(draft.held(NodeRole.SPARE))
-    free: list[NodeInfo] = []
-    if short > 0:
-        free = free_matching(
+    free = _Free([])
+    if short > 0 and not draft.snap.waiting and type_key != CPU_TYPE:
+        free = _Free.near(draft, type_key)  # no job in line: nothing is kept from it
+    elif short > 0:
+        listed = free_matching(
             _unheld(draft), type_key, draft.phase.gpus_per_node, draft.settings, draft.tolerations
         )
         if type_key == CPU_TYPE:
-            kept = _kept_for_gpu_jobs(draft, None, _claim_order(draft, free))
-            free = [n for n in free if n.name not in kept]
-        free = _left_by_jobs_starting(draft, type_key, free)
+            kept = _kept_for_gpu_jobs(draft, None, _claim_order(draft, listed))
+            listed = [n for n in listed if n.name not in kept]
+        free = _Free(_left_by_jobs_starting(draft, type_key, listed))
     # Actives beyond nodes.max are a resize still to come (it waits while the breaker holds
     # failures, or for a finishing generation's boundary): it sorts actives from spares, and
     # the spares are kept for it meanwhile.

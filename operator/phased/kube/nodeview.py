@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from phased.core.model import NodeInfo, NodeSet, labelled_names, put_node
+from phased.core.model import NodeIndex, NodeInfo, NodeSet
 from phased.core.selector import selects
 from phased.kube.convert import node_from_raw
 from phased.kube.versions import at_least, newer
@@ -25,9 +25,9 @@ from phased.kube.versions import at_least, newer
 class NodeView:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
-        # The names by job-uid label value (NodeSet's index), kept as _nodes changes: a
-        # pass finds its job's nodes there instead of asking every node.
-        self._labelled: dict[str, frozenset[str]] = {}
+        # The names by job-uid label and by topology (NodeSet's index), kept as _nodes
+        # changes: a pass finds its job's nodes and the free nodes near its pool there.
+        self._index = NodeIndex()
         self._prints: dict[str, int | None] = {}  # name -> fingerprint of what _nodes holds
         # Deletions the watch delivered since the last full list: name -> resourceVersion.
         self._deleted: dict[str, str] = {}
@@ -148,7 +148,7 @@ class NodeView:
         if self._synced:
             self.relist_corrections += len(changed)
         self._nodes = fresh
-        self._labelled = labelled_names(fresh.values())
+        self._index = NodeIndex.of(fresh.values())
         self._prints = prints
         self._deleted = {
             name: rv
@@ -159,15 +159,19 @@ class NodeView:
         return changed
 
     def _put(self, name: str, node: NodeInfo | None) -> None:
-        put_node(self._nodes, self._labelled, name, node)
+        self._index.put(name, self._nodes.get(name), node)
+        if node is None:
+            self._nodes.pop(name, None)
+        else:
+            self._nodes[name] = node
 
     def all(self) -> tuple[NodeInfo, ...]:
         return tuple(self._nodes.values())
 
     def snapshot(self) -> NodeSet:
-        """The nodes as they stand, a copy a pass reads across its awaits: two dicts copied
-        whole (the names by label are frozensets, shared)."""
-        return NodeSet(dict(self._nodes), dict(self._labelled))
+        """The nodes as they stand, a copy a pass reads across its awaits: dicts copied whole
+        (the index's entries are immutable, shared)."""
+        return NodeSet(dict(self._nodes), self._index.copy())
 
     def by_name(self) -> Mapping[str, NodeInfo]:
         """The view's nodes by name, not copied: read it at once, never across an await."""

@@ -1,7 +1,9 @@
-"""The node view keeps the names of the nodes by their ``job-uid`` label as the nodes change
-(watch events, heartbeats, a node read afresh, relists, two views together), so that a pass
-finds its job's nodes without asking every node of the cluster: whatever happened, what it
-keeps is what a look at every node would find, and a copy a pass took keeps what it held."""
+"""The node view keeps the names of the nodes by their ``job-uid`` label, by their place
+(rack, block, zone) and whether they are Ready as the nodes change (watch events,
+heartbeats, a node read afresh, relists, two views together), so that a pass finds its
+job's nodes, the free nodes near its pool and the nodes down without asking every node of
+the cluster: whatever happened, what it keeps is what a look at every node would find, and
+a copy a pass took keeps what it held."""
 
 from __future__ import annotations
 
@@ -12,21 +14,42 @@ from hypothesis import strategies as st
 
 from phased.core import labels
 from phased.core.model import NodeInfo, NodeSet
+from phased.core.pools import nearest_fitting
 from phased.kube.nodeview import NodeView, NodeViews
 
 NAMES = ("a", "b", "c", "d")
 OWNERS = (None, "u1", "u2")
+ZONE, BLOCK, RACK = (
+    "topology.kubernetes.io/zone",
+    "topology.phased.dev/block",
+    "topology.phased.dev/rack",
+)
+PLACES = (
+    {},
+    {ZONE: "z1"},
+    {ZONE: "z1", BLOCK: "b1", RACK: "r1"},
+    {ZONE: "z1", BLOCK: "b1", RACK: "r2"},
+    {ZONE: "z2", BLOCK: "b1", RACK: "r1"},
+)
 
 
-def raw(name: str, rv: int, owner: str | None, installed: bool = False) -> dict[str, Any]:
-    marks: dict[str, str] = {}
+def raw(
+    name: str,
+    rv: int,
+    owner: str | None,
+    installed: bool = False,
+    where: int = 0,
+    ready: str = "True",
+) -> dict[str, Any]:
+    """A Node; ``where`` picks its topology labels (0: none)."""
+    marks: dict[str, str] = dict(PLACES[where])
     if owner is not None:
         marks[labels.LABEL_JOB_UID] = owner
     if installed:
         marks[labels.LABEL_INSTALLATION] = "default"
     return {
         "metadata": {"name": name, "resourceVersion": str(rv), "labels": marks},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
     }
 
 
@@ -47,31 +70,51 @@ step = st.tuples(
     st.sampled_from(["ADDED", "MODIFIED", "DELETED", "refresh", "gone", "relist", "heartbeat"]),
     st.sampled_from(NAMES),
     st.sampled_from(OWNERS),
+    st.integers(0, len(PLACES) - 1),
+    st.sampled_from(["True", "False", "Unknown"]),
 )
+
+
+def same_order(seen: NodeSet, nodes: list[NodeInfo]) -> bool:
+    """The set finds nodes near each of them in the order a set made afresh does."""
+    afresh = NodeSet.of(nodes)
+    return all(
+        list(nearest_fitting(seen, [n], bool)) == list(nearest_fitting(afresh, [n], bool))
+        for n in nodes
+    )
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(step, max_size=40), st.lists(st.sampled_from(NAMES), unique=True))
-def test_what_the_view_keeps_by_label_is_what_a_look_at_every_node_finds(
-    steps: list[tuple[str, str, str | None]], listed: list[str]
+def test_what_the_view_keeps_by_label_and_place_is_what_a_look_at_every_node_finds(
+    steps: list[tuple[str, str, str | None, int, str]], listed: list[str]
 ) -> None:
     view = NodeView()
-    for rv, (kind, name, owner) in enumerate(steps, start=1):
+    for rv, (kind, name, owner, where, ready) in enumerate(steps, start=1):
         if kind in ("ADDED", "MODIFIED", "DELETED"):
-            view.apply_event(kind, raw(name, rv, owner))
+            view.apply_event(kind, raw(name, rv, owner, where=where, ready=ready))
         elif kind == "refresh":
-            view.refresh(name, raw(name, rv, owner))
+            view.refresh(name, raw(name, rv, owner, where=where, ready=ready))
         elif kind == "gone":
             view.refresh(name, None)
         elif kind == "heartbeat":
             held = view.get(name)
             if held is not None:
-                view.heartbeat(raw(name, rv, held.owner_uid))
+                place, state = PLACES.index(held_place(held)), "True" if held.ready else ready
+                view.heartbeat(raw(name, rv, held.owner_uid, where=place, ready=state))
         else:
-            view.replace_all([raw(n, rv, owner) for n in listed], str(rv))
+            view.replace_all([raw(n, rv, owner, where=where, ready=ready) for n in listed], str(rv))
         seen = view.snapshot()
         assert labelled(seen) == by_walking(list(view.all()))
         assert dict(seen.items()) == {n.name: n for n in view.all()}
+        assert same_order(seen, list(view.all()))
+        assert seen.not_ready() == {n.name for n in view.all() if not n.ready}
+        zones = [n.topology[0] for n in view.all()]
+        assert all(seen.in_zone(z) == zones.count(z) for z in ("z1", "z2"))
+
+
+def held_place(node: NodeInfo) -> dict[str, str]:
+    return {k: v for k, v in node.labels.items() if k in (ZONE, BLOCK, RACK)}
 
 
 def test_a_copy_a_pass_took_keeps_what_it_held_as_the_view_moves_on() -> None:
@@ -100,6 +143,7 @@ def test_two_views_read_as_one_keep_the_later_copy_of_a_node_by_its_label(
     seen = views.snapshot()
     assert dict(seen.items()) == {n.name: n for n in views.all()}
     assert labelled(seen) == by_walking(seen)
+    assert same_order(seen, list(views.all()))
 
 
 def dict_last(entries: list[tuple[str, str | None, int]]) -> list[tuple[str, str | None, int]]:
