@@ -78,6 +78,9 @@ class Draft:
     # The unheld candidates (phased.core.sizing._unheld) by the set of nodes the job holds
     # when they were looked for: the nodes and the pods seen on them do not change in a pass.
     unheld_memo: dict[frozenset[str], tuple[NodeInfo, ...]] = field(default_factory=dict)
+    # The tolerations of each phase's workers by its index (the spec does not change in a
+    # pass; a pass asked a dozen times, each building the worker's pod spec).
+    tolerations_memo: dict[int, tuple[Toleration, ...]] = field(default_factory=dict)
     # ... and what they are taken from, whatever the job holds: the nodes in the operator's
     # nodeSelector with no pod of others seen and no fault condition (walked once a pass).
     claimable: tuple[NodeInfo, ...] | None = None
@@ -149,7 +152,11 @@ class Draft:
     def tolerations(self) -> tuple[Toleration, ...]:
         """The tolerations of the phase's workers, as its templates set them: which taints
         a node may carry and still take one (:mod:`phased.core.tolerations`)."""
-        return of_pod_spec(self.spec.worker_pod(self.phase).spec)
+        found = self.tolerations_memo.get(self.index)
+        if found is None:
+            found = of_pod_spec(self.spec.worker_pod(self.phase).spec)
+            self.tolerations_memo[self.index] = found
+        return found
 
     @property
     def record(self) -> PhaseRecord:
