@@ -129,7 +129,8 @@ class NodeIndex:
 
     Kept as the nodes come, change and go (:meth:`put`): an entry changes only when a node's
     label or topology does, each as a new immutable value, so a :meth:`copy` (dicts copied,
-    values shared) keeps what it held while the original moves on."""
+    values shared; the set of nodes not Ready copied whole) keeps what it held while the
+    original moves on."""
 
     __slots__ = ("blocks", "labelled", "not_ready", "racks", "zones")
 

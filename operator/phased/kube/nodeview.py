@@ -25,8 +25,9 @@ from phased.kube.versions import at_least, newer
 class NodeView:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
-        # The names by job-uid label and by topology (NodeSet's index), kept as _nodes
-        # changes: a pass finds its job's nodes and the free nodes near its pool there.
+        # The names by job-uid label, by topology and not Ready (NodeSet's index), kept as
+        # _nodes changes: a pass finds its job's nodes, the free nodes near its pool and the
+        # nodes down there.
         self._index = NodeIndex()
         self._prints: dict[str, int | None] = {}  # name -> fingerprint of what _nodes holds
         # Deletions the watch delivered since the last full list: name -> resourceVersion.
@@ -65,7 +66,8 @@ class NodeView:
         self.last_event_at = time.monotonic()
         rv = str(meta.get("resourceVersion", ""))
         if rv != before.resource_version and not newer(before.resource_version, rv):
-            self._nodes[before.name] = replace(before, resource_version=rv)  # same labels
+            # Only the resourceVersion moves: what the index keeps of the node stays true.
+            self._nodes[before.name] = replace(before, resource_version=rv)
         return True
 
     def apply_event(
