@@ -77,11 +77,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import math
 import os
 import pstats
 import re
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
@@ -1304,13 +1306,17 @@ window), not hidden.
 
 def section_number(key: str) -> str:
     """The number of a before/after section: the one it has if RESULTS.md holds it
-    already, else the first of 4c, 4e, 4f, ... no section of RESULTS.md uses."""
+    already, else the first of 4c, 4e, 4f, ..., 4z, 4aa, 4ab, ... no section of RESULTS.md
+    uses (past 4z the run's report was printed and then lost to a StopIteration)."""
     text = RESULTS.read_text() if RESULTS.exists() else ""
-    mine = re.search(rf"<!-- bench:{re.escape(key)} -->\n## (4[a-z])\. ", text)
+    mine = re.search(rf"<!-- bench:{re.escape(key)} -->\n## (4[a-z]+)\. ", text)
     if mine:
         return mine.group(1)
-    used = set(re.findall(r"^## (4[a-z])\. ", text, re.M))
-    return next(f"4{c}" for c in "cefghijklmnopqrstuvwxyz" if f"4{c}" not in used)
+    used = set(re.findall(r"^## (4[a-z]+)\. ", text, re.M))
+    letters = string.ascii_lowercase
+    single = [f"4{c}" for c in letters if c not in "abd"]
+    double = (f"4{a}{b}" for a in letters for b in letters)
+    return next(n for n in itertools.chain(single, double) if n not in used)
 
 
 def main(argv: list[str] | None = None) -> int:
