@@ -145,9 +145,30 @@ class NodeIndex:
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo]) -> NodeIndex:
+        """The index of ``nodes`` (one per name), built at once: each entry sorted once,
+        not kept sorted node by node (a zone's nodes with no block label are one entry of
+        thousands, and a relist builds the index afresh)."""
+        labelled: dict[str, set[str]] = {}
+        racks: dict[Rack, list[str]] = {}
+        blocks: dict[Block, list[str]] = {}
+        zones: dict[str, set[str]] = {}
         index = cls()
         for node in nodes:
-            index.put(node.name, None, node)
+            if (uid := node.owner_uid) is not None:
+                labelled.setdefault(uid, set()).add(node.name)
+            if not node.ready:
+                index.not_ready.add(node.name)
+            zone, block, rack = node.topology
+            if not zone:
+                continue
+            if block and rack:
+                racks.setdefault(node.topology, []).append(node.name)
+            blocks.setdefault((zone, block), []).append(node.name)
+            zones.setdefault(zone, set()).add(block)
+        index.labelled = {uid: frozenset(names) for uid, names in labelled.items()}
+        index.racks = {key: tuple(sorted(names)) for key, names in racks.items()}
+        index.blocks = {key: tuple(sorted(names)) for key, names in blocks.items()}
+        index.zones = {zone: frozenset(found) for zone, found in zones.items()}
         return index
 
     def copy(self) -> NodeIndex:
