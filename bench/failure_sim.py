@@ -569,6 +569,17 @@ HEADERS = [
 ]
 
 
+def _node_set(nodes: Iterable[NodeInfo]) -> Any:
+    """The snapshot's nodes as the ``phased`` imported takes them: a ``NodeSet``, or a tuple
+    for a checkout from before it (``bench/decide_cost.py --baseline`` runs this file against
+    an older operator)."""
+    try:
+        from phased.core.model import NodeSet
+    except ImportError:
+        return tuple(nodes)
+    return NodeSet.of(nodes)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=5)
@@ -644,14 +655,3 @@ Settings that miss it on at least one seed: {"; ".join(miss) or "none"}.
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _node_set(nodes: Iterable[NodeInfo]) -> Any:
-    """The snapshot's nodes as the ``phased`` imported takes them: a ``NodeSet``, or a tuple
-    for a checkout from before it (``bench/decide_cost.py --baseline`` runs this file against
-    an older operator)."""
-    try:
-        from phased.core.model import NodeSet
-    except ImportError:
-        return tuple(nodes)
-    return NodeSet.of(nodes)
