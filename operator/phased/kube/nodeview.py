@@ -171,8 +171,8 @@ class NodeView:
         return tuple(self._nodes.values())
 
     def snapshot(self) -> NodeSet:
-        """The nodes as they stand, a copy a pass reads across its awaits: dicts copied whole
-        (the index's entries are immutable, shared)."""
+        """The nodes as they stand, a copy a pass reads across its awaits: the dict of nodes
+        copied whole, the index as :meth:`~phased.core.model.NodeIndex.copy` copies it."""
         return NodeSet(dict(self._nodes), self._index.copy())
 
     def by_name(self) -> Mapping[str, NodeInfo]:
