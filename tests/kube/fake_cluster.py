@@ -2,7 +2,8 @@
 
 It keeps Nodes, Pods and TrainingJobs as raw dicts and answers the requests the verbs make:
 GET/LIST (honouring a ``labelSelector``)/merge-PATCH (with the resourceVersion
-precondition) on Nodes, LIST of pods by
+precondition)/JSON-PATCH (its ``test`` ops as the API server runs them, and the validation
+of unique taints) on Nodes, LIST of pods by
 ``spec.nodeName``, evictions (refused with 429 for pods a disruption budget protects),
 deletes, and GET and merge-PATCH (with the precondition) of a TrainingJob. Anything else
 fails the test.
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from phased.core.selector import selects
-from phased.kube.client import JSON, Conflict, KubeError, NotFound
+from phased.kube.client import JSON, JSON_PATCH, Conflict, Invalid, KubeError, NotFound
 
 _NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
 _POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/eviction)?$")
@@ -28,10 +29,57 @@ def merge(target: JSON, patch: JSON) -> None:
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+        elif isinstance(value, dict):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
             merge(target[key], value)
         else:
             target[key] = copy.deepcopy(value)
+
+
+def _step(at: Any, part: str) -> Any:
+    if isinstance(at, list):
+        return at[int(part)] if part.isdigit() and int(part) < len(at) else None
+    return at.get(part) if isinstance(at, dict) else None
+
+
+def json_patch(target: JSON, ops: list[JSON]) -> JSON:
+    """RFC 6902 (add, remove, test) on a copy of ``target``, as the API server's JSON patch
+    runs it: a ``test`` of ``null`` passes on a missing field; a path whose parent is
+    missing fails. Raises ``Invalid`` (422) as the API server answers."""
+    doc = copy.deepcopy(target)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        parent: Any = doc
+        for part in parts[:-1]:
+            parent = _step(parent, part)
+        last = parts[-1]
+        if not isinstance(parent, dict | list):
+            raise Invalid(422, "", f"{op['op']}: missing path {op['path']}", "patch", "nodes")
+        if op["op"] == "test":
+            if _step(parent, last) != op["value"]:
+                raise Invalid(422, "", f"testing value {op['path']} failed", "patch", "nodes")
+        elif op["op"] == "add":
+            value = copy.deepcopy(op["value"])
+            if isinstance(parent, list):
+                parent.insert(len(parent) if last == "-" else int(last), value)
+            else:
+                parent[last] = value
+        elif op["op"] == "remove":
+            if _step(parent, last) is None:
+                raise Invalid(422, "", f"remove: missing {op['path']}", "patch", "nodes")
+            del parent[int(last) if isinstance(parent, list) else last]
+        else:
+            raise AssertionError(f"the fake API does not run the JSON patch op {op['op']}")
+    return doc
+
+
+def _validate_node(node: JSON) -> None:
+    """The API server's validation that a fake node could break: taints unique by key and
+    effect."""
+    taints = [(t["key"], t["effect"]) for t in (node.get("spec") or {}).get("taints") or []]
+    if len(set(taints)) != len(taints):
+        raise Invalid(422, "Invalid", "taints must be unique by key and effect", "patch", "nodes")
 
 
 class FakeCluster:
@@ -108,7 +156,7 @@ class FakeCluster:
             ]
             return {"items": copy.deepcopy(chosen)}
         if match := _NODE.match(path):
-            return self._node(method, match["name"], body, resource)
+            return self._node(method, match["name"], body, resource, content_type)
         if path == "/api/v1/pods" and method == "GET":
             wanted = str((query or {}).get("fieldSelector", "")).removeprefix("spec.nodeName=")
             return {
@@ -122,7 +170,9 @@ class FakeCluster:
             return self._job(method, (match["ns"], match["n"]), body, verb, resource)
         raise AssertionError(f"the fake API does not serve {method} {path}")
 
-    def _node(self, method: str, name: str, body: Any, resource: str) -> JSON:
+    def _node(
+        self, method: str, name: str, body: Any, resource: str, content_type: str | None
+    ) -> JSON:
         node = self.nodes.get(name)
         if node is None:
             raise NotFound(404, "NotFound", name, method, resource)
@@ -133,6 +183,15 @@ class FakeCluster:
             self.busy[name] -= 1
             self._rv += 1
             node["metadata"]["resourceVersion"] = str(self._rv)
+        if content_type == JSON_PATCH:  # no precondition but its tests
+            patched = json_patch(node, body)
+            _validate_node(patched)
+            self.nodes[name] = node = patched
+            self._rv += 1
+            node["metadata"]["resourceVersion"] = str(self._rv)
+            if self.after_patch is not None:
+                self.after_patch(name)
+            return copy.deepcopy(node)
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != node["metadata"]["resourceVersion"]:
             if self.on_conflict is not None:

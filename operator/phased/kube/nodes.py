@@ -3,7 +3,10 @@
 Every change reads the Node fresh, checks that Phased may touch it (it carries no Phased
 mark at all, or the job holds it: :mod:`phased.core.ownership`), and patches it with its
 ``resourceVersion`` as a precondition, so two jobs (or two operator replicas, or two
-installations) can never both win the same node. A lost race returns ``False``.
+installations) can never both win the same node. A lost race returns ``False``. A quarantine
+holds the fields it reads with a JSON patch's ``test`` ops instead, and appends its taint
+(:func:`_quarantine_ops`), so that the node lifecycle controller's taint, written as the
+node fails, does not fail it.
 
 Every patch of a held node writes this installation's ``phased.dev/installation`` label, so
 a node claimed before installations existed becomes provably ours the first time its job
@@ -27,7 +30,15 @@ from phased.core import labels
 from phased.core.model import JobRef, NodeInfo
 from phased.core.ownership import holds, marks
 from phased.core.quarantine import decode_quarantine, encode_quarantine
-from phased.kube.client import JSON, MERGE_PATCH, Conflict, KubeClient, NotFound
+from phased.kube.client import (
+    JSON,
+    JSON_PATCH,
+    MERGE_PATCH,
+    Conflict,
+    Invalid,
+    KubeClient,
+    NotFound,
+)
 from phased.kube.convert import node_from_raw
 from phased.kube.nodeview import Listed, converted
 from phased.kube.paging import LIST_PAGE, Paged, Query, list_paged
@@ -141,6 +152,90 @@ def _without(taints: list[JSON], *keys: str) -> list[JSON]:
     return [t for t in taints if t.get("key") not in keys]
 
 
+def _pointer(*parts: str) -> str:
+    """The RFC 6901 JSON pointer to the field ``parts`` names."""
+    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def _test(path: str, value: Any) -> JSON:
+    """A JSON patch ``test`` op; with ``None`` it holds the field absent (the API server's
+    JSON patch takes a ``null`` test of a missing field as passed)."""
+    return {"op": "test", "path": path, "value": value}
+
+
+def _add(path: str, value: Any) -> JSON:
+    return {"op": "add", "path": path, "value": value}
+
+
+# The annotations a quarantine reads (whose holds the node, what the guards need, whether
+# the node is being cleared), each tested in its JSON patch.
+_QUARANTINE_READS = (
+    labels.ANNOTATION_CLAIMED_AT,
+    labels.ANNOTATION_CLEARING,
+    labels.ANNOTATION_GUARDS,
+    *labels.SCALE_DOWN_GUARDS,
+)
+
+
+def _quarantine_ops(
+    node: JSON, uid: str, annotation: str, mine: dict[str, str]
+) -> list[JSON] | None:
+    """The quarantine of ``node``, as the caller's view holds it, as an RFC 6902 JSON patch
+    that needs no resourceVersion; None when the view's copy already has a quarantine taint
+    (the quarantine is then written whole, by :meth:`NodeVerbs._update`).
+
+    Its ``test`` ops hold every field the quarantine reads to what the view read: the labels
+    and annotations by which the job holds the node, the guards, the clearing mark, the
+    cordon, and each ownership taint at its place in the list. Its quarantine taint is
+    appended to the list, not written with it. So a write meanwhile to any other field — the
+    node lifecycle controller's taint on a node gone NotReady, as the job quarantines it —
+    no longer fails the patch, where a resourceVersion precondition lost to it (409) and
+    cost a round trip; a write to a field the quarantine read fails a test (422). Not read:
+    a taint of another key appended meanwhile (a second taint of an ownership key and
+    effect, or a second quarantine taint, fails the API's validation, also 422)."""
+    taints = _taints(node)
+    if any(t.get("key") == labels.TAINT_QUARANTINE for t in taints):
+        return None
+    marks, notes = _labels(node), _annotations(node)
+    ops = [
+        _test(_pointer("metadata", "labels", key), marks.get(key))
+        for key in (labels.LABEL_JOB_UID, labels.LABEL_ROLE, labels.LABEL_INSTALLATION)
+    ]
+    if notes:
+        ops += [
+            _test(_pointer("metadata", "annotations", k), notes.get(k)) for k in _QUARANTINE_READS
+        ]
+    else:
+        ops.append(_test("/metadata/annotations", None))
+    ops += [
+        _test(_pointer("spec", "taints", str(i)), taint)
+        for i, taint in enumerate(taints)
+        if taint.get("key") in labels.OWNERSHIP_TAINTS
+    ]
+    ops.append(_test("/spec/unschedulable", (node.get("spec") or {}).get("unschedulable")))
+    if not taints:
+        ops.append(_test("/spec/taints", None))
+    # The writes, as the merge patch of NodeVerbs.quarantine makes them.
+    for key, value in {labels.LABEL_ROLE: NodeRole.QUARANTINED.value, **mine}.items():
+        ops.append(_add(_pointer("metadata", "labels", key), value))
+    written = {labels.ANNOTATION_QUARANTINE: _over_a_cordon(node, annotation), **_guards(node)}
+    if notes:
+        ops += [_add(_pointer("metadata", "annotations", k), v) for k, v in written.items()]
+        if labels.ANNOTATION_CLEARING in notes:
+            ops.append(
+                {
+                    "op": "remove",
+                    "path": _pointer("metadata", "annotations", labels.ANNOTATION_CLEARING),
+                }
+            )
+    else:
+        ops.append(_add("/metadata/annotations", written))
+    ops.append(_add("/spec/unschedulable", True))
+    taint = {"key": labels.TAINT_QUARANTINE, "value": uid, "effect": "NoSchedule"}
+    ops.append(_add("/spec/taints/-", taint) if taints else _add("/spec/taints", [taint]))
+    return ops
+
+
 def _role_taints(taints: list[JSON], uid: str, role: NodeRole, spare_taint: bool) -> list[JSON]:
     """The node's taints for ``role``: the pool taint keeps everyone else off; a Preemptible
     spare carries the spare taint instead, which other workloads may choose to tolerate."""
@@ -228,7 +323,11 @@ class NodeVerbs:
         return await self._kube.request("get", "GET", f"/api/v1/nodes/{name}", resource="nodes")
 
     async def _update(
-        self, name: str, mutate: Mutation, gone: Callable[[], None] | None = None
+        self,
+        name: str,
+        mutate: Mutation,
+        gone: Callable[[], None] | None = None,
+        from_view: bool = True,
     ) -> JSON | None:
         """Read, mutate, patch with a resourceVersion precondition; retry lost races.
         ``gone`` is called when the node turns out deleted (its read or its patch 404).
@@ -242,9 +341,10 @@ class NodeVerbs:
         beat ours (the node lifecycle controller's taint on a node gone NotReady, as we
         quarantine it) has often reached it by the time the 409 comes back, and then the
         change is made again from it, still one request. A view that has not moved, or on
-        which there is nothing to change (the API may know better), is followed by the read."""
+        which there is nothing to change (the API may know better), is followed by the read.
+        Without ``from_view`` the node is read first."""
         tried: set[str] = set()
-        cached = self._known(name) if self._known is not None else None
+        cached = self._known(name) if self._known is not None and from_view else None
         while (
             cached is not None
             and cached.resource_version
@@ -470,7 +570,37 @@ class NodeVerbs:
         return await self._update(name, mutate) is not None
 
     async def quarantine(self, name: str, job: JobRef, annotation: str) -> bool:
-        """Cordon the node, mark it quarantined, and record why and when."""
+        """Cordon the node, mark it quarantined, and record why and when.
+
+        Made first from the view as a JSON patch with no resourceVersion
+        (:func:`_quarantine_ops`): a node is quarantined as it fails, just when the node
+        lifecycle controller taints it, and a precondition on the whole node lost that race
+        (409) and cost a round trip. A test that fails (422: the view is behind on a field
+        the quarantine reads) is followed by the read and the merge patch of
+        :meth:`_update`."""
+        cached = self._known(name) if self._known is not None else None
+        ops = None
+        if cached is not None and holds(cached, job.uid, self.installation):
+            ops = _quarantine_ops(_raw(cached), job.uid, annotation, self._mine())
+            if ops is not None:
+                try:
+                    written = await self._kube.request(
+                        "patch",
+                        "PATCH",
+                        f"/api/v1/nodes/{name}",
+                        resource="nodes",
+                        body=ops,
+                        content_type=JSON_PATCH,
+                        retry=True,
+                    )
+                except NotFound:
+                    self._gone(name, None)
+                    return False
+                except Invalid as exc:
+                    logger.debug("node %s is not as the view holds it (%s); reading it", name, exc)
+                else:
+                    self._seen(name, written)
+                    return True
 
         def mutate(node: JSON) -> JSON | None:
             if not self._held(node, job):
@@ -491,7 +621,7 @@ class NodeVerbs:
                 "spec": {"unschedulable": True, "taints": taints},
             }
 
-        return await self._update(name, mutate) is not None
+        return await self._update(name, mutate, from_view=ops is None) is not None
 
     async def unquarantine(self, name: str, job: JobRef, role: NodeRole = NodeRole.SPARE) -> bool:
         """Uncordon a healthy quarantined node of the job and give it ``role``."""
