@@ -18,6 +18,8 @@ from typing import Any
 
 from phased.core.selector import selects
 from phased.kube.client import JSON, JSON_PATCH, Conflict, Invalid, KubeError, NotFound
+from phased.kube.nodes import NodeVerbs
+from phased.kube.nodeview import NodeView
 
 _NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
 _POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/eviction)?$")
@@ -244,3 +246,17 @@ class FakeCluster:
             assert method == "DELETE"
         raw["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:00Z"
         return {}
+
+
+def verbs_on_a_view(cluster: FakeCluster, installation: str) -> tuple[NodeView, NodeVerbs]:
+    """A node view of every node of ``cluster`` now, and node verbs that make their changes
+    from it and put what they see into it, as the operator wires them."""
+    view = NodeView()
+    view.replace_all(copy.deepcopy(list(cluster.nodes.values())))
+    verbs = NodeVerbs(
+        cluster,  # type: ignore[arg-type]
+        installation,
+        on_seen=lambda name, fresh: view.refresh(name, fresh),
+        known=view.get,
+    )
+    return view, verbs

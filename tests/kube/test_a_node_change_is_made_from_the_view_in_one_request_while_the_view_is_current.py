@@ -20,7 +20,7 @@ from phased.core.model import JobRef, NodeInfo
 from phased.kube.convert import node_from_raw
 from phased.kube.nodes import NodeVerbs
 from phased.kube.nodeview import NodeView
-from tests.kube.fake_cluster import FakeCluster
+from tests.kube.fake_cluster import FakeCluster, verbs_on_a_view
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOB = JobRef(namespace="ml", name="llm", uid="uid-llm")
@@ -48,14 +48,8 @@ def _spare() -> dict[str, str]:
 
 def _setup(**node: Any) -> tuple[FakeCluster, NodeView, NodeVerbs]:
     cluster = FakeCluster()
-    raw = cluster.add_node("n", _spare(), **node)
-    view = NodeView()
-    view.replace_all([raw])
-
-    def seen(name: str, fresh: dict[str, Any] | None) -> None:
-        view.refresh(name, fresh)
-
-    verbs = NodeVerbs(cluster, MINE, on_seen=seen, known=view.get)  # type: ignore[arg-type]
+    cluster.add_node("n", _spare(), **node)
+    view, verbs = verbs_on_a_view(cluster, MINE)
     return cluster, view, verbs
 
 
@@ -168,14 +162,7 @@ def test_nothing_to_change_on_the_view_is_checked_on_a_fresh_read() -> None:
 def test_a_claim_from_the_view_is_one_patch_and_a_node_gone_leaves_the_view() -> None:
     cluster = FakeCluster()
     raw = cluster.add_node("free")
-    view = NodeView()
-    view.replace_all([raw])
-    verbs = NodeVerbs(
-        cluster,  # type: ignore[arg-type]
-        MINE,
-        on_seen=lambda name, fresh: view.refresh(name, fresh),
-        known=view.get,
-    )
+    view, verbs = verbs_on_a_view(cluster, MINE)
     rv = raw["metadata"]["resourceVersion"]
     assert run(verbs.claim("free", rv, JOB, NodeRole.SPARE, NOW)).won
     assert cluster.calls == [("PATCH", "/api/v1/nodes/free")]

@@ -21,7 +21,7 @@ from phased.core.model import JobRef
 from phased.core.quarantine import QuarantineNote, decode_quarantine, encode_quarantine
 from phased.kube.nodes import NodeVerbs
 from phased.kube.nodeview import NodeView
-from tests.kube.fake_cluster import FakeCluster
+from tests.kube.fake_cluster import FakeCluster, verbs_on_a_view
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 JOB = JobRef(namespace="ml", name="llm", uid="uid-llm")
@@ -70,17 +70,10 @@ def _setup(
     taints = [POOL] if taints is None else taints
     if taints:  # as the API sends it: a node with no taints has no list
         spec["taints"] = copy.deepcopy(taints)
-    raw = cluster.add_node(
+    cluster.add_node(
         "n", _held(role), annotations=notes if annotations is None else annotations, spec=spec
     )
-    view = NodeView()
-    view.replace_all([raw])
-    verbs = NodeVerbs(
-        cluster,  # type: ignore[arg-type]
-        MINE,
-        on_seen=lambda name, fresh: view.refresh(name, fresh),
-        known=view.get,
-    )
+    view, verbs = verbs_on_a_view(cluster, MINE)
     return cluster, view, verbs
 
 

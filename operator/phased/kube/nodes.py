@@ -377,6 +377,17 @@ class NodeVerbs:
         logger.warning("node %s kept changing under us; will retry on the next reconcile", name)
         return None
 
+    async def _patch(self, name: str, body: JSON | list[JSON], content_type: str) -> JSON:
+        return await self._kube.request(
+            "patch",
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            resource="nodes",
+            body=body,
+            content_type=content_type,
+            retry=True,
+        )
+
     async def _write(
         self, name: str, rv: str, patch: JSON, gone: Callable[[], None] | None
     ) -> tuple[bool, JSON | None]:
@@ -384,15 +395,7 @@ class NodeVerbs:
         node as written, or None when it is gone), or (False, None) when it changed (409)."""
         patch.setdefault("metadata", {})["resourceVersion"] = rv
         try:
-            written = await self._kube.request(
-                "patch",
-                "PATCH",
-                f"/api/v1/nodes/{name}",
-                resource="nodes",
-                body=patch,
-                content_type=MERGE_PATCH,
-                retry=True,
-            )
+            written = await self._patch(name, patch, MERGE_PATCH)
         except Conflict:
             return False, None
         except NotFound:
@@ -584,15 +587,7 @@ class NodeVerbs:
             ops = _quarantine_ops(_raw(cached), job.uid, annotation, self._mine())
             if ops is not None:
                 try:
-                    written = await self._kube.request(
-                        "patch",
-                        "PATCH",
-                        f"/api/v1/nodes/{name}",
-                        resource="nodes",
-                        body=ops,
-                        content_type=JSON_PATCH,
-                        retry=True,
-                    )
+                    written = await self._patch(name, ops, JSON_PATCH)
                 except NotFound:
                     self._gone(name, None)
                     return False
