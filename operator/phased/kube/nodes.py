@@ -167,8 +167,8 @@ def _add(path: str, value: Any) -> JSON:
     return {"op": "add", "path": path, "value": value}
 
 
-# The annotations a quarantine reads (whose holds the node, what the guards need, whether
-# the node is being cleared), each tested in its JSON patch.
+# The annotations a quarantine reads (that the job holds the node, which guards it lacks,
+# whether it is being cleared), each tested in its JSON patch.
 _QUARANTINE_READS = (
     labels.ANNOTATION_CLAIMED_AT,
     labels.ANNOTATION_CLEARING,
