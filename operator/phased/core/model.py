@@ -158,11 +158,12 @@ class NodeIndex:
                 labelled.setdefault(uid, set()).add(node.name)
             if not node.ready:
                 index.not_ready.add(node.name)
-            zone, block, rack = node.topology
-            if not zone:
+            placed = _entries(node.topology)
+            if placed is None:
                 continue
-            if block and rack:
-                racks.setdefault(node.topology, []).append(node.name)
+            rack, (zone, block) = placed
+            if rack is not None:
+                racks.setdefault(rack, []).append(node.name)
             blocks.setdefault((zone, block), []).append(node.name)
             zones.setdefault(zone, set()).add(block)
         index.labelled = {uid: frozenset(names) for uid, names in labelled.items()}
@@ -198,24 +199,32 @@ class NodeIndex:
         now = after.topology if after is not None else None
         if was == now:
             return
-        if was is not None and was[0]:
-            self._unplace(name, was)
-        if now is not None and now[0]:
-            self._place(name, now)
+        if was is not None and (placed := _entries(was)) is not None:
+            self._unplace(name, *placed)
+        if now is not None and (placed := _entries(now)) is not None:
+            self._place(name, *placed)
 
-    def _place(self, name: str, where: Rack) -> None:
-        zone, block, rack = where
-        if block and rack:
-            self.racks[where] = _sorted_with(self.racks.get(where, ()), name)
-        self.blocks[zone, block] = _sorted_with(self.blocks.get((zone, block), ()), name)
+    def _place(self, name: str, rack: Rack | None, where: Block) -> None:
+        zone, block = where
+        if rack is not None:
+            self.racks[rack] = _sorted_with(self.racks.get(rack, ()), name)
+        self.blocks[where] = _sorted_with(self.blocks.get(where, ()), name)
         self.zones[zone] = self.zones.get(zone, frozenset()) | {block}
 
-    def _unplace(self, name: str, where: Rack) -> None:
-        zone, block, rack = where
-        if block and rack:
-            _drop_sorted(self.racks, where, name)
-        if not _drop_sorted(self.blocks, (zone, block), name):
-            _drop(self.zones, zone, block)
+    def _unplace(self, name: str, rack: Rack | None, where: Block) -> None:
+        if rack is not None:
+            _drop_sorted(self.racks, rack, name)
+        if not _drop_sorted(self.blocks, where, name):
+            _drop(self.zones, where[0], where[1])
+
+
+def _entries(where: Rack) -> tuple[Rack | None, Block] | None:
+    """Where the index keeps a node of topology ``where``: its rack (None unless all three
+    labels name it) and its block; None for a node with no zone label, kept in neither."""
+    zone, block, rack = where
+    if not zone:
+        return None
+    return (where if block and rack else None), (zone, block)
 
 
 def _drop(found: dict[str, frozenset[str]], key: str, name: str) -> None:
