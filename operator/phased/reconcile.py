@@ -26,6 +26,7 @@ task at a time, and an event that arrives meanwhile runs it once more afterwards
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
@@ -148,6 +149,10 @@ _EVENTS_IN_FLIGHT = 1000
 _LISTS_AT_ONCE = 16
 _REDECIDES = 3  # decide again at most this often in one pass when candidates are occupied
 _LOOKED_FRESH = 5.0  # seconds a candidate's pod list stands in for a new one at claim time
+# Seconds a periodic relist's page waits at most for the passes woken by a change
+# (:meth:`Reconciler.quiet`): at 5,000 nodes a relist is 10 pages, so it takes at most this
+# much longer per page, however busy the jobs are.
+_QUIET_AT_MOST = 1.0
 # Seconds a promoted node's pod list, taken once its promotion (and clearing mark) landed and
 # finding no pod but the job's, stands in for the next passes' look at it.
 _PROMOTED_CLEAR_FRESH = 1.0
@@ -352,6 +357,11 @@ class Reconciler:
         self._promoted_clear: dict[tuple[str, str], tuple[float, tuple[NodePod, ...]]] = {}
         self.passes = 0
         self.last_pass_at = time.monotonic()
+        # Jobs woken by a change (not the resync) whose passes have not ended yet, and the
+        # moment there are none: a periodic relist asks for its pages then (:meth:`quiet`).
+        self._woken: set[str] = set()
+        self._quiet = asyncio.Event()
+        self._quiet.set()
         self._closing = False
         self.report_key = report_key
 
@@ -551,6 +561,9 @@ class Reconciler:
         if delay > 0:
             self._schedule(uid, delay)
             return
+        if not routine:
+            self._woken.add(uid)
+            self._quiet.clear()
         if uid in self._queue.running:
             self._queue.dirty.add(uid)
             return
@@ -600,6 +613,9 @@ class Reconciler:
                         break
             finally:
                 self._queue.running.discard(uid)
+                self._woken.discard(uid)
+                if not self._woken:
+                    self._quiet.set()
         finally:
             self._slots.release()
 
@@ -1353,11 +1369,25 @@ class Reconciler:
 
     # -- periodic work ---------------------------------------------------------------------------
 
+    async def quiet(self) -> None:
+        """Return once no pass woken by a change is running or waiting for a slot, or after
+        :data:`_QUIET_AT_MOST` seconds whatever runs.
+
+        The periodic relists wait here before each page: a page of 500 Nodes is megabytes
+        of JSON for the API server to write and the operator to decode and convert, and a
+        failure's answer that ran beside a relist at 5,000 nodes was the slowest of its
+        run. A relist is a safety net, and can wait for a swap to be made; bounded, it
+        never waits for ever behind a busy cluster."""
+        if not self._quiet.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._quiet.wait(), _QUIET_AT_MOST)
+
     async def relist_nodes(self) -> None:
-        """Replace each node view with a fresh (paged) list of its selection; wake the jobs
+        """Replace each node view with a fresh (paged) list of its selection, each page
+        asked for once the passes woken by a change are done (:meth:`quiet`); wake the jobs
         whose nodes changed."""
         for source, selector in enumerate(self.nodes.selectors):
-            listed = await list_nodes(self.kube, selector)
+            listed = await list_nodes(self.kube, selector, pause=self.quiet)
             self.nodes_listed(listed.entries, listed.resource_version, source=source)
 
     def nodes_listed(self, entries: list[Listed], version: str = "", source: int = 0) -> None:
@@ -1376,7 +1406,7 @@ class Reconciler:
         """Replace the pod index with a fresh (paged) list; wake the jobs whose pods changed
         (a pod deleted while no watch was running sends no event)."""
         for namespace in self._pod_namespaces:
-            listed = await list_pods(self.kube, namespace)
+            listed = await list_pods(self.kube, namespace, pause=self.quiet)
             self.pods_listed(listed.entries, listed.resource_version, namespace)
 
     async def relist_jobs(self) -> None:

@@ -3,7 +3,11 @@ time, ``limit`` Nodes a request with the node selector on every page, following
 ``metadata.continue`` to the end; each page is converted before the next is asked for; the
 list's resourceVersion is the first page's; a continue token that expired (410) begins the
 list again from the first page, a bounded number of times; and a relist taken before what
-the watch delivered since still never rolls the view back."""
+the watch delivered since still never rolls the view back.
+
+A page is converted a few Nodes at a time, the event loop turning between (the jobs' passes
+go on meanwhile); the periodic relist asks for each page only once the passes woken by a
+change are done (``Reconciler.quiet``)."""
 
 from __future__ import annotations
 
@@ -15,10 +19,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
+from phased import reconcile as reconcile_module
 from phased.core.settings import Settings
+from phased.kube import nodes as nodes_module
 from phased.kube.client import KubeClient, KubeError
 from phased.kube.nodes import list_nodes
-from phased.kube.paging import LIST_PAGE, LIST_RESTARTS
+from phased.kube.paging import CONVERTED_AT_ONCE, LIST_PAGE, LIST_RESTARTS
 from phased.reconcile import Reconciler
 from tests.kube.answers import Answer
 
@@ -288,3 +294,126 @@ def test_a_paged_relist_taken_before_what_the_watch_delivered_does_not_roll_the_
     assert {"a", "c", "d"} <= rec.nodes.names() and "b" not in rec.nodes.names()
     assert len(rec.nodes) == LIST_PAGE + 3
     assert rec.nodes.relist_corrections == 0
+
+
+def test_a_page_is_converted_a_few_nodes_at_a_time_with_the_loop_turning_between() -> None:
+    """Another task (a pass) runs between the conversions of one page's Nodes, not only
+    once the whole page is converted."""
+    api = PagingApi(many(LIST_PAGE), version=10)
+    kube = KubeClient(api, retries=0)  # type: ignore[arg-type]
+    seen: list[int] = []  # how many Nodes were converted each time the other task ran
+
+    async def scenario() -> None:
+        listing = asyncio.ensure_future(list_nodes(kube))
+        while not listing.done():
+            await asyncio.sleep(0)
+            seen.append(len(conversions))
+        await listing
+
+    conversions: list[str] = []
+    original = nodes_module.converted
+
+    def counted(raw: dict[str, Any]) -> Any:
+        conversions.append(raw["metadata"]["name"])
+        return original(raw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nodes_module, "converted", counted)
+        asyncio.run(scenario())
+    within = sorted({n for n in seen if 0 < n < LIST_PAGE})
+    assert within == list(range(CONVERTED_AT_ONCE, LIST_PAGE, CONVERTED_AT_ONCE))
+
+
+def test_a_list_with_a_pause_awaits_it_before_each_page() -> None:
+    api = PagingApi(many(2 * LIST_PAGE + 1), version=10)
+    kube = KubeClient(api, retries=0)  # type: ignore[arg-type]
+    order: list[str] = []
+    api.before_page = lambda query: order.append("page")
+
+    async def pause() -> None:
+        order.append("pause")
+        await asyncio.sleep(0)
+
+    listed = asyncio.run(list_nodes(kube, pause=pause))
+    assert len(listed.entries) == 2 * LIST_PAGE + 1
+    assert order == ["pause", "page"] * 3
+
+
+def test_the_periodic_relist_asks_for_its_pages_once_the_passes_woken_by_a_change_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = PagingApi(many(2 * LIST_PAGE), version=10)
+    rec = reconciler(api)
+    timeline: list[str] = []
+    api.before_page = lambda query: timeline.append("page")
+
+    async def a_pass(uid: str) -> None:
+        timeline.append(f"pass {uid}")
+        await asyncio.sleep(0.05)
+        timeline.append(f"pass {uid} ended")
+
+    monkeypatch.setattr(rec, "reconcile", a_pass)
+
+    async def scenario() -> None:
+        await rec.node_watch.relist()
+        timeline.clear()
+        rec.trigger("u1")  # a change wakes a job: its pass runs
+        relisting = asyncio.ensure_future(rec.relist_nodes())
+        await asyncio.sleep(0.02)
+        rec.trigger("u2")  # another, while the first runs: the page waits for it too
+        await relisting
+
+    asyncio.run(scenario())
+    assert timeline[:4] == ["pass u1", "pass u2", "pass u1 ended", "pass u2 ended"]
+    assert timeline[4:] == ["page", "page"]
+
+
+def test_a_relist_waits_for_the_passes_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job woken again and again never holds the relist for more than a moment a page."""
+    monkeypatch.setattr(reconcile_module, "_QUIET_AT_MOST", 0.05)
+    api = PagingApi(many(2 * LIST_PAGE), version=10)
+    rec = reconciler(api)
+
+    async def endless(uid: str) -> None:
+        await asyncio.sleep(10)
+
+    monkeypatch.setattr(rec, "reconcile", endless)
+
+    async def scenario() -> float:
+        await rec.node_watch.relist()
+        rec.trigger("u1")
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await rec.relist_nodes()
+        took = loop.time() - began
+        for task in list(rec._tasks):
+            task.cancel()
+        return took
+
+    took = asyncio.run(scenario())
+    assert 0.1 <= took < 1.0  # two pages, each after at most 0.05 s of waiting
+
+
+def test_a_resync_pass_does_not_hold_the_relist(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = PagingApi(many(LIST_PAGE), version=10)
+    rec = reconciler(api)
+    timeline: list[str] = []
+    api.before_page = lambda query: timeline.append("page")
+
+    async def a_pass(uid: str) -> None:
+        timeline.append("pass")
+        await asyncio.sleep(0.05)
+        timeline.append("pass ended")
+
+    monkeypatch.setattr(rec, "reconcile", a_pass)
+
+    async def scenario() -> None:
+        await rec.node_watch.relist()
+        timeline.clear()
+        rec.trigger("u1", routine=True)
+        await asyncio.sleep(0)
+        await rec.relist_nodes()
+        await asyncio.gather(*list(rec._tasks))
+
+    asyncio.run(scenario())
+    assert timeline == ["pass", "page", "pass ended"]

@@ -101,6 +101,29 @@ def test_a_relist_wakes_the_jobs_whose_pods_the_watch_missed(
     assert rec.pods.of("u1", "ml") == ()
 
 
+def test_the_periodic_relist_of_pods_waits_for_the_passes_woken_by_a_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = FakeApi(lists=[node_list(10, pod("w-0", 5)), node_list(20)], watches=[[HANG]])
+    rec, _ = reconciler(api, monkeypatch)
+    order: list[str] = []
+
+    async def quiet() -> None:
+        order.append("quiet")
+
+    monkeypatch.setattr(rec, "quiet", quiet)
+
+    async def scenario() -> None:
+        await rec.pod_watch.start()
+        assert order == []  # the watch's own list does not wait
+        await rec.relist_pods()
+        await rec.pod_watch.stop()
+
+    asyncio.run(scenario())
+    assert order == ["quiet"]
+    assert rec.pods.of("u1", "ml") == ()
+
+
 def test_an_operator_limited_to_namespaces_watches_the_pods_of_each_and_no_others() -> None:
     kube = KubeClient(FakeApi([], []), retries=0)  # type: ignore[arg-type]
     rec = Reconciler(kube, Settings(), namespaces=["ml", "research", "ml"])

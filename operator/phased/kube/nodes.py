@@ -41,7 +41,7 @@ from phased.kube.client import (
 )
 from phased.kube.convert import node_from_raw
 from phased.kube.nodeview import Listed, converted
-from phased.kube.paging import LIST_PAGE, Paged, Query, list_paged
+from phased.kube.paging import LIST_PAGE, Paged, Pause, Query, list_paged
 
 logger = logging.getLogger(__name__)
 
@@ -256,15 +256,20 @@ NodeList = Paged[Listed]  # a full list of Nodes as the view keeps them, convert
 
 
 async def list_nodes(
-    kube: KubeClient, label_selector: str = "", *, limit: int = LIST_PAGE
+    kube: KubeClient,
+    label_selector: str = "",
+    *,
+    limit: int = LIST_PAGE,
+    pause: Pause | None = None,
 ) -> NodeList:
     """Every Node (matching ``label_selector``), paged (:func:`~phased.kube.paging.list_paged`),
-    each page converted (:func:`~phased.kube.nodeview.converted`) as soon as it is read."""
+    each page converted (:func:`~phased.kube.nodeview.converted`) as soon as it is read; with
+    ``pause``, awaited before each page."""
 
     async def fetch(query: Query) -> JSON:
         return await kube.request("list", "GET", NODES, resource="nodes", query=query)
 
-    return await list_paged(fetch, converted, label_selector, limit=limit, what="node")
+    return await list_paged(fetch, converted, label_selector, limit=limit, what="node", pause=pause)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 from phased.core import labels
 from phased.kube.client import JSON, KubeClient
 from phased.kube.listwatch import ListWatch, OnAlive, OnEvent
-from phased.kube.paging import Paged, Query, list_paged
+from phased.kube.paging import Paged, Pause, Query, list_paged
 from phased.kube.podindex import Indexed, indexed
 
 SELECTOR = labels.LABEL_JOB_UID  # every pod that names a job (the label exists)
@@ -32,14 +32,16 @@ def pods_path(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
 
 
-async def list_pods(kube: KubeClient, namespace: str = "") -> Paged[Indexed]:
+async def list_pods(
+    kube: KubeClient, namespace: str = "", pause: Pause | None = None
+) -> Paged[Indexed]:
     """Every job's pod (in ``namespace``; "": in every one), paged, each page converted as it
-    is read."""
+    is read; with ``pause``, awaited before each page."""
 
     async def fetch(query: Query) -> JSON:
         return await kube.request("list", "GET", pods_path(namespace), resource="pods", query=query)
 
-    listed = await list_paged(fetch, indexed, SELECTOR, what="pod")
+    listed = await list_paged(fetch, indexed, SELECTOR, what="pod", pause=pause)
     entries = [e for e in listed.entries if e is not None]
     return Paged(entries, listed.resource_version, listed.pages, listed.restarts)
 
