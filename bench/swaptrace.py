@@ -13,7 +13,9 @@ the API, replacement pod seen), :func:`timeline` finds when the operator took th
 change, the pass that answered it, and the first worker pod created after it (the pass
 that sent it, the request's start and its answer). :func:`report` gives the median and p99
 of each moment, measured from the failure seen in the API, and what the answering pass
-spent its time on: its stages and its requests by kind.
+spent its time on: its stages and its requests by kind; and the swaps that a periodic
+relist of the Nodes or the worker Pods (:func:`relists`: a LIST of the collection sent for
+no job) ran beside, apart from the others.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class Timeline:
     # The job's passes that began after the answering pass ended and before the creating one
     # (which waits behind each): what each decided and how long it took, seconds.
     between: list[tuple[str, float]] = field(default_factory=list)
+    # A periodic relist (of the Nodes or the worker Pods) was in flight between the failure
+    # seen and its first new worker asked for (:func:`relists`).
+    relisted: bool = False
 
 
 def resource_of(path: str) -> str:
@@ -111,8 +116,38 @@ def parse(text: str) -> list[Line]:
     return lines
 
 
-def timeline(failure: Failure, lines: Sequence[Line]) -> Timeline:
-    """The moments of one failure, read from the trace lines after it was injected."""
+# A page of a full list: a LIST of the whole collection, sent for no job (the periodic
+# relists and a watch's own lists; a pass's pod lists name their job).
+_LISTS = re.compile(r"^/api/v1/(?:namespaces/[^/]+/)?(nodes|pods)$")
+# Pages of one list follow one another within this (a relist may wait between them for the
+# passes woken by a change: at most a second a page).
+_PAGES_APART = 2.0
+# After a page's answer, its conversion: counted as part of the list for this long.
+_CONVERTING = 0.1
+
+
+def relists(lines: Sequence[Line]) -> list[tuple[float, float]]:
+    """The periodic lists in the trace, each as (its first page sent, its last page's
+    answer and conversion), in seconds since the epoch."""
+    spans: list[tuple[float, float]] = []
+    for x in lines:
+        if x.kind != "request" or x.job or not x.what.startswith("GET "):
+            continue
+        if not _LISTS.match(x.detail.split("?")[0]):
+            continue
+        start, end = x.at - x.took, x.at + _CONVERTING
+        if spans and start - spans[-1][1] < _PAGES_APART:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def timeline(
+    failure: Failure, lines: Sequence[Line], lists: Sequence[tuple[float, float]] = ()
+) -> Timeline:
+    """The moments of one failure, read from the trace lines after it was injected;
+    ``lists``: the relists in the trace (:func:`relists`)."""
     t = Timeline()
     zero = failure.visible
     if failure.replaced is not None:
@@ -145,6 +180,8 @@ def timeline(failure: Failure, lines: Sequence[Line]) -> Timeline:
     if create is not None:
         t.create_sent = create.at - create.took - zero
         t.create_answered = create.at - zero
+        sent = create.at - create.took
+        t.relisted = any(a < sent and b > failure.visible for a, b in lists)
         creating = [x for x in passes if x.what == "began" and x.at <= create.at]
         if creating:
             t.creating_began = creating[-1].at - zero
@@ -221,7 +258,30 @@ def report(timelines: Sequence[Timeline]) -> str:
     text += "\n\n" + table(
         ("the answering pass's requests", "median count", "median ms (summed)", "p99 ms"), rows
     )
-    return text + "\n\n" + _between_report(timelines)
+    return text + "\n\n" + _between_report(timelines) + "\n\n" + _relist_report(timelines)
+
+
+def _relist_report(timelines: Sequence[Timeline]) -> str:
+    """The swaps by whether a periodic relist (its pages asked for and converted) was in
+    flight while they were answered: how many, and their reaction and first create sent."""
+    found = [t for t in timelines if t.create_sent is not None]
+    rows: list[tuple[str, object, str, str, str, str]] = []
+    for label, flag in (("a relist in flight", True), ("none", False)):
+        group = [t for t in found if t.relisted == flag]
+        n, sent, sent99 = _ms(t.create_sent for t in group)
+        _, react, react99 = _ms(t.replaced for t in group)
+        rows.append((label, n, sent, sent99, react, react99))
+    return table(
+        (
+            "a periodic relist (Nodes, worker Pods) between the failure and the first create",
+            "swaps",
+            "first create sent, median ms",
+            "p99 ms",
+            "reaction median ms",
+            "p99 ms",
+        ),
+        rows,
+    )
 
 
 def _between_report(timelines: Sequence[Timeline]) -> str:

@@ -170,3 +170,34 @@ def test_the_jobs_passes_between_the_answer_and_the_creating_pass_are_counted() 
     assert "| 2 | 1 | 100 | 100 | 450 |" in text
     assert "| 1 FinishClearing | 1 | 50 | 50 |" in text
     assert "| nothing to do | 1 | 30 | 30 |" in text
+
+
+def test_the_swaps_a_periodic_relist_ran_beside_are_told_apart() -> None:
+    """A relist is the pages of a LIST of the Nodes (or of the worker Pods) sent for no
+    job, one after another; a failure answered while one was in flight is counted apart.
+    A pass's own pod list (sent for its job) and a node's GET are no relist."""
+    pages = [
+        stamp(1.080, "phased.kube.client", "GET /api/v1/nodes 200 in 60.0 ms"),
+        stamp(1.900, "phased.kube.client", "GET /api/v1/nodes 200 in 50.0 ms"),  # waited
+        stamp(1.060, "phased.kube.client", "GET /api/v1/pods 200 in 10.0 ms for ns/job-1"),
+        stamp(1.065, "phased.kube.client", "GET /api/v1/nodes/n7 200 in 5.0 ms"),
+        stamp(9.000, "phased.kube.client", "GET /api/v1/namespaces/ns/pods 200 in 40.0 ms"),
+    ]
+    lines = swaptrace.parse("\n".join([*LOG.split("\n"), *pages]))
+    lists = swaptrace.relists(lines)
+    assert lists == [
+        (pytest.approx(T + 1.020), pytest.approx(T + 2.000)),
+        (pytest.approx(T + 8.960), pytest.approx(T + 9.100)),
+    ]
+    failure = swaptrace.Failure(
+        "n7", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=T + 1.45
+    )
+    met = swaptrace.timeline(failure, lines, lists)
+    assert met.relisted
+    # The same failure a moment before the relist began: its first create went before it.
+    early = swaptrace.timeline(failure, lines, [(T + 1.33, T + 2.0)])
+    assert not early.relisted
+    assert not swaptrace.timeline(failure, lines).relisted
+    text = flat(swaptrace.report([met, early]))
+    assert "| a relist in flight | 1 | 320 | 320 | 450 | 450 |" in text
+    assert "| none | 1 | 320 | 320 | 450 | 450 |" in text

@@ -33,6 +33,19 @@ def test_the_note_counts_the_idle_looks_from_the_resync_interval() -> None:
     assert f"i.e. {per_minute:g} of each per job per idle minute" in scale.settings_note("chart")
 
 
+def test_a_relist_interval_asked_for_replaces_the_settings_own_and_is_said() -> None:
+    for which in ("e2e", "chart"):
+        plain = yaml.safe_load(scale.settings_file(which).read_text())
+        path = scale.settings_file(which, "30s")
+        assert path != ROOT / "e2e" / "settings.yaml"
+        asked = yaml.safe_load(path.read_text())
+        assert asked == {**plain, "nodeRelistInterval": "30s"}
+        assert load_settings(path.read_text()).node_relist_interval == "30s"
+        note = scale.settings_note(which, "30s")
+        assert "`nodeRelistInterval` 30s" in note and "`--node-relist-interval`" in note
+        assert "--node-relist-interval" not in scale.settings_note(which)
+
+
 def test_one_checkout_at_two_settings_is_told_apart_by_its_settings() -> None:
     baseline = scale.Baseline(None, "e2e", "chart")
     try:
