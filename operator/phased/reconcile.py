@@ -1375,8 +1375,8 @@ class Reconciler:
 
         The periodic relists wait here before each page: a page of 500 Nodes is megabytes
         of JSON for the API server to write and the operator to decode and convert, and a
-        failure's answer that ran beside a relist at 5,000 nodes was the slowest of its
-        run. A relist is a safety net, and can wait for a swap to be made; bounded, it
+        failure's answer that ran beside a relist at 5,000 nodes was among the slowest of
+        its run. A relist is a safety net, and can wait for a swap to be made; bounded, it
         never waits for ever behind a busy cluster."""
         if not self._quiet.is_set():
             with contextlib.suppress(TimeoutError):
