@@ -30,6 +30,8 @@ PLACES = (
     {ZONE: "z1", BLOCK: "b1", RACK: "r1"},
     {ZONE: "z1", BLOCK: "b1", RACK: "r2"},
     {ZONE: "z2", BLOCK: "b1", RACK: "r1"},
+    {ZONE: "z1", BLOCK: "b1"},  # a block with no rack label
+    {ZONE: "z2", RACK: "r1"},  # a rack label with no block
 )
 
 
