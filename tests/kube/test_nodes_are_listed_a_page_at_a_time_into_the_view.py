@@ -296,12 +296,20 @@ def test_a_paged_relist_taken_before_what_the_watch_delivered_does_not_roll_the_
     assert rec.nodes.relist_corrections == 0
 
 
-def test_a_page_is_converted_a_few_nodes_at_a_time_with_the_loop_turning_between() -> None:
+def test_a_page_is_converted_a_few_nodes_at_a_time_with_the_loop_turning_between(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Another task (a pass) runs between the conversions of one page's Nodes, not only
     once the whole page is converted."""
     api = PagingApi(many(LIST_PAGE), version=10)
     kube = KubeClient(api, retries=0)  # type: ignore[arg-type]
+    conversions: list[str] = []
     seen: list[int] = []  # how many Nodes were converted each time the other task ran
+    original = nodes_module.converted
+
+    def counted(raw: dict[str, Any]) -> Any:
+        conversions.append(raw["metadata"]["name"])
+        return original(raw)
 
     async def scenario() -> None:
         listing = asyncio.ensure_future(list_nodes(kube))
@@ -310,16 +318,8 @@ def test_a_page_is_converted_a_few_nodes_at_a_time_with_the_loop_turning_between
             seen.append(len(conversions))
         await listing
 
-    conversions: list[str] = []
-    original = nodes_module.converted
-
-    def counted(raw: dict[str, Any]) -> Any:
-        conversions.append(raw["metadata"]["name"])
-        return original(raw)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(nodes_module, "converted", counted)
-        asyncio.run(scenario())
+    monkeypatch.setattr(nodes_module, "converted", counted)
+    asyncio.run(scenario())
     within = sorted({n for n in seen if 0 < n < LIST_PAGE})
     assert within == list(range(CONVERTED_AT_ONCE, LIST_PAGE, CONVERTED_AT_ONCE))
 

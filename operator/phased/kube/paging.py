@@ -21,9 +21,8 @@ logger = logging.getLogger(__name__)
 
 LIST_PAGE = 500  # objects per page of a full list, as client-go's reflector asks
 LIST_RESTARTS = 2  # a list whose continue token expired begins again at most this often
-# Objects of a page converted between two turns of the event loop: a page of 500 Nodes took
-# some 20 ms of CPU to convert (twice that on a busy machine), all of it in one turn, while
-# the passes of the jobs waited.
+# Objects of a page converted between two turns of the event loop: converted at once, a page
+# of 500 Nodes held the loop for its whole conversion while the passes of the jobs waited.
 CONVERTED_AT_ONCE = 50
 
 T = TypeVar("T")
