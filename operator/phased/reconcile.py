@@ -1082,8 +1082,10 @@ class Reconciler:
             case ClaimNode(node=name, resource_version=rv, role=role, replaces=lost, at=at):
                 replaces = encode_replaces(lost, at or now) if lost is not None else None
                 await self._claim(entry, name, rv, role, now, replaces)
-            case SetNodeRole(node=name, role=role, replaces=lost, at=at, stalled=stalled):
-                replaces = encode_replaces(lost, at or now) if lost is not None else None
+            case SetNodeRole(
+                node=name, role=role, replaces=lost, at=at, stalled=stalled, troubled=troubled
+            ):
+                replaces = encode_replaces(lost, at or now, troubled) if lost is not None else None
                 was = self.nodes.get(name)
                 changed = await self.node_verbs.set_role(
                     name, job, role, self._preemptible(entry), replaces, now, stalled

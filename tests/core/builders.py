@@ -319,7 +319,9 @@ class Cluster:
             assert n.owner_uid == self.job.uid
             notes = {k: v for k, v in n.annotations.items() if k != labels.ANNOTATION_REPLACES}
             if action.replaces is not None and action.at is not None:
-                notes[labels.ANNOTATION_REPLACES] = encode_replaces(action.replaces, action.at)
+                notes[labels.ANNOTATION_REPLACES] = encode_replaces(
+                    action.replaces, action.at, action.troubled
+                )
             # As the kube layer's: a stalled mark written, kept while the role stays, else gone.
             if action.stalled is not None:
                 notes[labels.ANNOTATION_STALLED] = action.stalled

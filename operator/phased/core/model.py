@@ -536,7 +536,9 @@ class SetNodeRole:
     """Change the role of a node the job already holds (e.g. promote a spare).
 
     ``replaces``: the failed node this promotion answers, written on the node with ``at``
-    (``ANNOTATION_REPLACES``) and cleared by any other role change. ``stalled``: when, and what a
+    (``ANNOTATION_REPLACES``) and cleared by any other role change; ``troubled``: it is a node
+    in trouble within its grace, not failed (yet), whose place this one takes, and the note
+    says so. ``stalled``: when, and what a
     worker did not do on the node, swapped out of the active pool for it, written on it as
     it is (``ANNOTATION_STALLED``); the mark is cleared when the role changes again."""
 
@@ -545,6 +547,7 @@ class SetNodeRole:
     replaces: str | None = None
     at: datetime | None = None
     stalled: str | None = None
+    troubled: bool = False
 
 
 @dataclass(frozen=True)

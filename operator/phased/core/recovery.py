@@ -167,7 +167,11 @@ def recover_ledger(draft: Draft) -> None:
             )
         )
         draft.event(WARNING, "NodeFailed", f"{note.message} ({note.reason})")
-    recover_replacements(draft.ledger, {n: draft.nodes[n] for n in draft.roles if n in draft.nodes})
+    recover_replacements(draft.ledger, _held_nodes(draft))
+
+
+def _held_nodes(draft: Draft) -> dict[str, NodeInfo]:
+    return {n: draft.nodes[n] for n in draft.roles if n in draft.nodes}
 
 
 def _interrupted(draft: Draft, name: str, detected: datetime) -> dict[str, Any]:
@@ -544,6 +548,10 @@ def _quarantine(draft: Draft, failure: Failure) -> None:
             **({} if spare else _interrupted(draft, failure.node, failure.detected)),
         )
     )
+    if spare:
+        # A node in trouble swapped out of the active pool (keep_troubled_out) fails as a
+        # spare: the node that took its place, whose note says so, is its replacement.
+        recover_replacements(draft.ledger, _held_nodes(draft))
     if gone:
         draft.roles.pop(failure.node, None)
     else:
@@ -605,8 +613,10 @@ def keep_troubled_out(draft: Draft, busy: frozenset[str] = frozenset()) -> None:
     before the scheduler placed it; a rank replaced onto a spare that fell ill), so no
     unplaced worker waits out a grace a spare can cover. The troubled node stays held, as a
     spare: it is answered as a spare's failure if its grace runs out (nothing is
-    interrupted) and serves as one if it recovers. No ledger entry and no restart: nothing
-    failed, nothing ran there. Not while the breaker holds failures (automatic action is
+    interrupted), its entry naming the spare that took its place (the ``troubled`` note
+    the swap writes on it, :func:`phased.core.ledger.recover_replacements`), and serves as
+    one if it recovers. No ledger entry at the swap and no restart: nothing failed, nothing
+    ran there. Not while the breaker holds failures (automatic action is
     paused then). A worker already bound to a troubled node is waited for: the grace is what
     tells a blip from a loss.
     """
@@ -741,12 +751,15 @@ def _swap_out(
         if mark is not None:
             draft.stalled[node.name] = mark
         draft.act(SetNodeRole(node=node.name, role=NodeRole.SPARE, stalled=mark))
+        # The note names the failure handed on, else the node in trouble: should its grace
+        # run out, its failure (as a spare's) names this one as its replacement.
         draft.act(
             SetNodeRole(
                 node=spare.name,
                 role=NodeRole.ACTIVE,
-                replaces=answered,
-                at=draft.now if answered is not None else None,
+                replaces=answered or node.name,
+                at=draft.now,
+                troubled=answered is None,
             )
         )
         draft.roles[node.name] = NodeRole.SPARE

@@ -1352,10 +1352,12 @@ def size_and_start(draft: Draft, type_key: str) -> None:
 
 def _write_role_again(draft: Draft, node: NodeInfo, role: NodeRole) -> None:
     """Write a held node's unchanged role again, which writes every mark of it (labels and
-    taint) and nothing else; an active node keeps the note of the failed node it replaces."""
+    taint) and nothing else; an active node keeps the note of the node it replaces."""
     note = decode_replaces(node.annotations.get(ANNOTATION_REPLACES))
-    lost, at = note if note is not None and role == NodeRole.ACTIVE else (None, None)
-    draft.act(SetNodeRole(node=node.name, role=role, replaces=lost, at=at))
+    if note is None or role != NodeRole.ACTIVE:
+        draft.act(SetNodeRole(node=node.name, role=role))
+        return
+    draft.act(SetNodeRole(node.name, role, replaces=note.node, at=note.at, troubled=note.troubled))
 
 
 def retaint_actives(draft: Draft) -> None:
