@@ -1386,10 +1386,12 @@ class Reconciler:
 
     async def relist_nodes(self) -> None:
         """Replace each node view with a fresh (paged) list of its selection, each page
-        asked for once the passes woken by a change are done (:meth:`quiet`); wake the jobs
-        whose nodes changed."""
+        asked for once the passes woken by a change are done (:meth:`quiet`), each Node the
+        view holds at the listed version kept as it is
+        (:meth:`~phased.kube.nodeview.NodeView.listed`); wake the jobs whose nodes changed."""
         for source, selector in enumerate(self.nodes.selectors):
-            listed = await list_nodes(self.kube, selector, pause=self.quiet)
+            view = self.nodes.views[source]
+            listed = await list_nodes(self.kube, selector, pause=self.quiet, convert=view.listed)
             self.nodes_listed(listed.entries, listed.resource_version, source=source)
 
     def nodes_listed(self, entries: list[Listed], version: str = "", source: int = 0) -> None:

@@ -21,9 +21,10 @@ import pytest
 
 from phased import reconcile as reconcile_module
 from phased.core.settings import Settings
-from phased.kube import nodes as nodes_module
+from phased.kube import nodeview as nodeview_module
 from phased.kube.client import KubeClient, KubeError
 from phased.kube.nodes import list_nodes
+from phased.kube.nodeview import converted
 from phased.kube.paging import CONVERTED_AT_ONCE, LIST_PAGE, LIST_RESTARTS
 from phased.reconcile import Reconciler
 from tests.kube.answers import Answer
@@ -296,29 +297,25 @@ def test_a_paged_relist_taken_before_what_the_watch_delivered_does_not_roll_the_
     assert rec.nodes.relist_corrections == 0
 
 
-def test_a_page_is_converted_a_few_nodes_at_a_time_with_the_loop_turning_between(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_page_is_converted_a_few_nodes_at_a_time_with_the_loop_turning_between() -> None:
     """Another task (a pass) runs between the conversions of one page's Nodes, not only
     once the whole page is converted."""
     api = PagingApi(many(LIST_PAGE), version=10)
     kube = KubeClient(api, retries=0)  # type: ignore[arg-type]
     conversions: list[str] = []
     seen: list[int] = []  # how many Nodes were converted each time the other task ran
-    original = nodes_module.converted
 
     def counted(raw: dict[str, Any]) -> Any:
         conversions.append(raw["metadata"]["name"])
-        return original(raw)
+        return converted(raw)
 
     async def scenario() -> None:
-        listing = asyncio.ensure_future(list_nodes(kube))
+        listing = asyncio.ensure_future(list_nodes(kube, convert=counted))
         while not listing.done():
             await asyncio.sleep(0)
             seen.append(len(conversions))
         await listing
 
-    monkeypatch.setattr(nodes_module, "converted", counted)
     asyncio.run(scenario())
     within = sorted({n for n in seen if 0 < n < LIST_PAGE})
     assert within == list(range(CONVERTED_AT_ONCE, LIST_PAGE, CONVERTED_AT_ONCE))
@@ -417,3 +414,37 @@ def test_a_resync_pass_does_not_hold_the_relist(monkeypatch: pytest.MonkeyPatch)
 
     asyncio.run(scenario())
     assert timeline == ["pass", "page", "pass ended"]
+
+
+@pytest.mark.parametrize("which", ["the periodic relist", "the node watch's own list"])
+def test_a_relist_keeps_the_views_own_object_for_each_node_it_finds_as_the_view_holds_it(
+    which: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Node listed at the resourceVersion the view holds is the same object: the view's
+    own is kept, nothing converted or hashed; only the nodes the list finds changed, new or
+    gone are. At thousands of nodes a relist finds nearly all of them as the view holds
+    them, and converting each afresh held the event loop while the passes waited."""
+    nodes = many(LIST_PAGE + 2)
+    api = PagingApi(nodes, version=10)
+    rec = reconciler(api)
+    asyncio.run(rec.node_watch.relist())
+    held = {name: rec.nodes.get(name) for name in rec.nodes.names()}
+    changed = node("n0001", 20, ready="False")
+    api.change(20, [nodes[0], changed, *nodes[3:], node("n9999", 20)])  # n0002 gone
+    converted: list[str] = []
+    real = nodeview_module.node_from_raw
+
+    def counting(raw: dict[str, Any]) -> Any:
+        converted.append(raw["metadata"]["name"])
+        return real(raw)
+
+    monkeypatch.setattr(nodeview_module, "node_from_raw", counting)
+    relist = rec.relist_nodes if which == "the periodic relist" else rec.node_watch.relist
+    asyncio.run(relist())
+
+    assert sorted(converted) == ["n0001", "n9999"]
+    kept = set(rec.nodes.names()) - {"n0001", "n9999"}
+    assert kept == set(held) - {"n0001", "n0002"} and len(kept) == LIST_PAGE
+    assert all(rec.nodes.get(name) is held[name] for name in kept)
+    assert rec.nodes.get("n0001").ready is False  # type: ignore[union-attr]
+    assert rec.nodes.snapshot().not_ready() == {"n0001"}

@@ -8,6 +8,7 @@ a copy a pass took keeps what it held."""
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from phased.core import labels
 from phased.core.model import NodeInfo, NodeSet
 from phased.core.pools import nearest_fitting
+from phased.kube import nodeview
 from phased.kube.nodeview import NodeView, NodeViews
 
 NAMES = ("a", "b", "c", "d")
@@ -69,7 +71,9 @@ def labelled(nodes: NodeSet) -> dict[str, frozenset[str]]:
 
 
 step = st.tuples(
-    st.sampled_from(["ADDED", "MODIFIED", "DELETED", "refresh", "gone", "relist", "heartbeat"]),
+    st.sampled_from(
+        ["ADDED", "MODIFIED", "DELETED", "refresh", "gone", "relist", "relist-held", "heartbeat"]
+    ),
     st.sampled_from(NAMES),
     st.sampled_from(OWNERS),
     st.integers(0, len(PLACES) - 1),
@@ -87,10 +91,21 @@ def same_order(seen: NodeSet, nodes: list[NodeInfo]) -> bool:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(step, max_size=40), st.lists(st.sampled_from(NAMES), unique=True))
+@given(
+    st.lists(step, max_size=40),
+    st.lists(st.sampled_from(NAMES), unique=True),
+    st.sampled_from([0, 4, 10**6]),
+)
 def test_what_the_view_keeps_by_label_and_place_is_what_a_look_at_every_node_finds(
-    steps: list[tuple[str, str, str | None, int, str]], listed: list[str]
+    steps: list[tuple[str, str, str | None, int, str]], listed: list[str], rebuilt_beyond: int
 ) -> None:
+    # A relist puts its new objects into the index one by one, or builds it afresh when
+    # they are many: each way, always one (0) or the other (10**6), or as the view chooses.
+    with patch.object(nodeview, "_REBUILT_BEYOND", rebuilt_beyond):
+        _follow(steps, listed)
+
+
+def _follow(steps: list[tuple[str, str, str | None, int, str]], listed: list[str]) -> None:
     view = NodeView()
     for rv, (kind, name, owner, where, ready) in enumerate(steps, start=1):
         if kind in ("ADDED", "MODIFIED", "DELETED"):
@@ -104,8 +119,13 @@ def test_what_the_view_keeps_by_label_and_place_is_what_a_look_at_every_node_fin
             if held is not None:
                 place, state = PLACES.index(held_place(held)), "True" if held.ready else ready
                 view.heartbeat(raw(name, rv, held.owner_uid, where=place, ready=state))
-        else:
+        elif kind == "relist":
             view.replace_all([raw(n, rv, owner, where=where, ready=ready) for n in listed], str(rv))
+        else:  # a relist that finds the nodes the view holds as it holds them, the rest new
+            raws = [
+                as_held(view.get(n)) or raw(n, rv, owner, where=where, ready=ready) for n in listed
+            ]
+            view.replace_converted((view.listed(r) for r in raws), str(rv))
         seen = view.snapshot()
         assert labelled(seen) == by_walking(list(view.all()))
         assert dict(seen.items()) == {n.name: n for n in view.all()}
@@ -117,6 +137,15 @@ def test_what_the_view_keeps_by_label_and_place_is_what_a_look_at_every_node_fin
 
 def held_place(node: NodeInfo) -> dict[str, str]:
     return {k: v for k, v in node.labels.items() if k in (ZONE, BLOCK, RACK)}
+
+
+def as_held(node: NodeInfo | None) -> dict[str, Any] | None:
+    """The Node as the view holds it, at the version it holds (a relist finding it as is)."""
+    if node is None:
+        return None
+    place = PLACES.index(held_place(node))
+    ready = "True" if node.ready else "False"
+    return raw(node.name, int(node.resource_version), node.owner_uid, where=place, ready=ready)
 
 
 def test_a_copy_a_pass_took_keeps_what_it_held_as_the_view_moves_on() -> None:

@@ -261,15 +261,17 @@ async def list_nodes(
     *,
     limit: int = LIST_PAGE,
     pause: Pause | None = None,
+    convert: Callable[[JSON], Listed] = converted,
 ) -> NodeList:
     """Every Node (matching ``label_selector``), paged (:func:`~phased.kube.paging.list_paged`),
-    each page converted (:func:`~phased.kube.nodeview.converted`) as soon as it is read; with
-    ``pause``, awaited before each page."""
+    each page converted (``convert``: :func:`~phased.kube.nodeview.converted`, or a view's
+    :meth:`~phased.kube.nodeview.NodeView.listed`) as soon as it is read; with ``pause``,
+    awaited before each page."""
 
     async def fetch(query: Query) -> JSON:
         return await kube.request("list", "GET", NODES, resource="nodes", query=query)
 
-    return await list_paged(fetch, converted, label_selector, limit=limit, what="node", pause=pause)
+    return await list_paged(fetch, convert, label_selector, limit=limit, what="node", pause=pause)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ from phased.core.selector import selects
 from phased.kube.convert import node_from_raw
 from phased.kube.versions import at_least, newer
 
+# The index is built afresh when more than one node in this many of a full list is a new
+# object (:meth:`NodeView.replace_converted`).
+_REBUILT_BEYOND = 4
+
 
 class NodeView:
     def __init__(self) -> None:
@@ -108,6 +112,20 @@ class NodeView:
         self._put(name, fresh)
         self._prints[name] = fingerprint(raw)
 
+    def listed(self, raw: dict[str, Any]) -> Listed:
+        """What the view keeps of one raw Node of a list (:func:`converted`), or, when the
+        view holds that node at the listed resourceVersion, what it holds already: the same
+        version of an object is the same object, and a relist at thousands of nodes finds
+        nearly every one unchanged (heartbeats move the view's version with the node's,
+        :meth:`heartbeat`), so it converts and hashes only the nodes the watch had not
+        brought, and hands the rest back as they are."""
+        meta = raw.get("metadata") or {}
+        name, rv = meta.get("name"), meta.get("resourceVersion")
+        mine = self._nodes.get(name) if isinstance(name, str) else None
+        if mine is not None and rv and mine.resource_version == str(rv) and name in self._prints:
+            return Listed(mine, self._prints[mine.name])
+        return converted(raw)
+
     def replace_all(self, raws: Iterable[dict[str, Any]], list_version: str = "") -> set[str]:
         """:meth:`replace_converted` with raw Nodes, converted one by one."""
         return self.replace_converted((converted(raw) for raw in raws), list_version)
@@ -149,8 +167,20 @@ class NodeView:
         }
         if self._synced:
             self.relist_corrections += len(changed)
+        # The index follows the nodes that are new objects only (one held at the listed
+        # version is the view's own, :meth:`listed`); built afresh when they are many (the
+        # first list), as putting them one by one keeps each of its entries sorted.
+        moved = [
+            (name, self._nodes.get(name), fresh.get(name))
+            for name in set(fresh) | set(self._nodes)
+            if fresh.get(name) is not self._nodes.get(name)
+        ]
+        if len(moved) * _REBUILT_BEYOND > len(fresh):
+            self._index = NodeIndex.of(fresh.values())
+        else:
+            for name, before, after in moved:
+                self._index.put(name, before, after)
         self._nodes = fresh
-        self._index = NodeIndex.of(fresh.values())
         self._prints = prints
         self._deleted = {
             name: rv

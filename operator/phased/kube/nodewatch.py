@@ -78,7 +78,7 @@ class NodeWatch(ListWatch):
         self.heartbeats = 0
 
     async def relist(self) -> None:
-        listed = await list_nodes(self._kube, self._selector)
+        listed = await list_nodes(self._kube, self._selector, convert=self._view.listed)
         self.lists += 1
         self._on_list(listed.entries, listed.resource_version)
         self.resource_version = listed.resource_version
