@@ -107,3 +107,24 @@ def test_a_warning_event_is_marked() -> None:
     line = next(line for line in text.splitlines() if "MassFailure" in line)
     assert "! MassFailure" in line
     assert "no events" not in text
+
+
+def test_a_node_swapped_out_in_trouble_before_it_failed_is_told_in_that_order() -> None:
+    """A node in trouble swapped out before its grace ran out fails as a spare: the spare
+    that took its place did so before it was cordoned, and the timeline says so."""
+    entry = {
+        "id": 2,
+        "node": "h100-004",
+        "reason": "NodeNotReady",
+        "phase": "train",
+        "detected": "2026-03-01T01:20:00Z",
+        "replacedBy": "h100-011",
+        "replaced": "2026-03-01T01:20:29.900Z",
+        "cordoned": "2026-03-01T01:20:30.100Z",
+        "resumed": "2026-03-01T01:20:00Z",
+        "interruptionSeconds": 0.0,
+    }
+    entries = [e for e in views.timeline_view(job(failures=[entry]), []) if e.get("failure") == 2]
+    assert kinds(entries) == ["NodeFailed", "TrainingResumed", "SpareSwappedIn", "NodeCordoned"]
+    (swapped,) = [e for e in entries if e["kind"] == "SpareSwappedIn"]
+    assert swapped["text"] == "spare h100-011 swapped in for h100-004 while it was in trouble"

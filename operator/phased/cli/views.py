@@ -319,12 +319,17 @@ def _failure_entries(f: FailureRecord) -> list[JSON | None]:
     ]
     if f.replaced_by:
         since = f.cordoned or f.detected
+        before = (replaced := parse_time(f.replaced)) is not None and replaced < (
+            parse_time(since) or replaced
+        )
+        # A node in trouble swapped out before its grace ran out was replaced before it
+        # was cordoned (it failed as a spare).
+        how = "while it was in trouble" if before else f"(+{duration(after(since, f.replaced))})"
         entries.append(
             _entry(
                 f.replaced,
                 "SpareSwappedIn",
-                f"spare {f.replaced_by} swapped in for {f.node} "
-                f"(+{duration(after(since, f.replaced))})",
+                f"spare {f.replaced_by} swapped in for {f.node} {how}",
                 replacedBy=f.replaced_by,
                 **where,
             )
