@@ -122,8 +122,8 @@ class NodeView:
         meta = raw.get("metadata") or {}
         name, rv = meta.get("name"), meta.get("resourceVersion")
         mine = self._nodes.get(name) if isinstance(name, str) else None
-        if mine is not None and rv and mine.resource_version == str(rv) and name in self._prints:
-            return Listed(mine, self._prints[mine.name])
+        if mine is not None and rv and mine.resource_version == str(rv):
+            return Listed(mine, self._prints.get(mine.name))
         return converted(raw)
 
     def replace_all(self, raws: Iterable[dict[str, Any]], list_version: str = "") -> set[str]:
@@ -157,24 +157,22 @@ class NodeView:
         for name, mine in self._nodes.items():
             if name not in fresh and list_version and newer(mine.resource_version, list_version):
                 fresh[name], prints[name] = mine, self._prints.get(name)
-        changed = {
-            name
-            for name in set(fresh) | set(self._nodes)
-            if (fresh.get(name) is None) != (self._nodes.get(name) is None)
-            or (
-                name in fresh and fresh[name].resource_version != self._nodes[name].resource_version
-            )
-        }
-        if self._synced:
-            self.relist_corrections += len(changed)
-        # The index follows the nodes that are new objects only (one held at the listed
-        # version is the view's own, :meth:`listed`); built afresh when they are many (the
-        # first list), as putting them one by one keeps each of its entries sorted.
+        # The nodes that are new objects (one held at the listed version is the view's own,
+        # :meth:`listed`); of them, those whose state changed.
         moved = [
             (name, self._nodes.get(name), fresh.get(name))
             for name in set(fresh) | set(self._nodes)
             if fresh.get(name) is not self._nodes.get(name)
         ]
+        changed = {
+            name
+            for name, before, after in moved
+            if before is None or after is None or after.resource_version != before.resource_version
+        }
+        if self._synced:
+            self.relist_corrections += len(changed)
+        # The index follows the new objects only; built afresh when they are many (the first
+        # list), as putting them one by one keeps each of its entries sorted.
         if len(moved) * _REBUILT_BEYOND > len(fresh):
             self._index = NodeIndex.of(fresh.values())
         else:
