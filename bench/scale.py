@@ -153,18 +153,19 @@ SPARES = 2
 WATCH_SECONDS = 70  # a failure's watches end by then (its replacement is waited for 60 s)
 
 
-def _not_ready(node: Any) -> bool:
-    conditions = node.status.conditions or []
-    return any(c.type == "Ready" and c.status == "False" for c in conditions)
+# A failure's moments are read off watches of plain dicts (bench/moments.py).
+def _not_ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "False" for c in conditions)
 
 
-def _cordoned(node: Any) -> bool:
-    return bool(node.spec.unschedulable)
+def _cordoned(node: dict[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
 
 
 def _not_among(known: set[str]) -> moments.Test:
-    def new(pod: Any) -> bool:
-        return pod.metadata.uid not in known
+    def new(pod: dict[str, Any]) -> bool:
+        return (pod.get("metadata") or {}).get("uid") not in known
 
     return new
 
@@ -589,7 +590,12 @@ def run_size(
 
             job_label = f"{ns}/{victim.metadata.labels['phased.dev/job']}"
             try:
-                lib.wait_until(replaced, 60, interval=0.1)
+                # The pod watch says when the replacement came; the polls (each a LIST
+                # and a GET, and the models of their answers, in this process beside the
+                # watches' threads) only if the watch ended or failed before it did.
+                if not pod_moments.wait(60):
+                    left = 60 - (time.monotonic() - visible)
+                    lib.wait_until(replaced, max(1.0, left), interval=0.1)
                 seen_at = time.time()
                 node_moments.wait(5)
                 pod_moments.wait(5)
@@ -1259,9 +1265,12 @@ come back); `notReadyGrace: 0s`, so this is the operator's own time (with a real
 it). Cordon = the same start -> the Node `spec.unschedulable`, the first action of the
 operator's answer (the quarantine). Each moment is when a watch of the bench's own first
 showed it (one on the node, one on the job's pods, begun before the failure: the API
-server sends a change to every watcher alike, the operator's too); sections up to 4r read
-them in polls every 0.05 s (the node) and 0.1 s (the pods), which saw each end a poll's
-wait and a round trip late, so their figures are not comparable with these.{polled_note} With
+server sends a change to every watcher alike, the operator's too), read as the JSON it
+sent, and the bench waits on those watches. Sections up to 4r read the moments in polls
+every 0.05 s (the node) and 0.1 s (the pods), which saw each end a poll's wait and a round
+trip late; up to 4ad the watches turned each event into the client's models before taking
+its moment, behind the survivors' deletions, while the bench polled the job's pods and the
+node every 0.1 s beside them: their figures are not comparable with these.{polled_note} With
 fewer than 100 failures a size, p99 is the slowest one. CPU % is of one
 core. {profiled_note} "load avg" is the 1-minute load average at the end of each row's
 failures, on {os.cpu_count()} CPUs (the machine is shared).

@@ -4,6 +4,7 @@ came, and the watch let go as soon as every test has passed."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import Iterator
@@ -77,12 +78,22 @@ def test_a_watch_that_ends_or_fails_first_says_what_it_missed() -> None:
 
 
 def test_objects_already_passing_when_listed_are_not_watched_for() -> None:
-    listed = SimpleNamespace(
-        items=[_node("False", cordoned=True)], metadata=SimpleNamespace(resource_version="7")
-    )
+    asked: list[dict[str, Any]] = []
+    node = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    node["spec"] = {"unschedulable": True}
+    body = json.dumps({"metadata": {"resourceVersion": "7"}, "items": [node]}).encode()
 
-    def list_fn(**_: Any) -> Any:
-        return listed
+    def list_fn(**selectors: Any) -> Any:
+        asked.append(selectors)
+        return SimpleNamespace(data=body)
 
-    m = moments.watch(list_fn, TESTS, 5)  # no watch begun: it would need an API server
+    raw = {
+        "not ready": lambda n: any(
+            c["type"] == "Ready" and c["status"] == "False" for c in n["status"]["conditions"]
+        ),
+        "cordoned": lambda n: n["spec"]["unschedulable"],
+    }
+    m = moments.watch(list_fn, raw, 5, field_selector="metadata.name=n1")  # no watch begun
     assert m.wait(0)
+    # Listed as the API server's JSON, not the client's models, with the caller's selector.
+    assert asked == [{"_preload_content": False, "field_selector": "metadata.name=n1"}]
