@@ -73,6 +73,8 @@ class Timeline:
     # A periodic relist (of the Nodes or the worker Pods) was in flight between the failure
     # seen and its first new worker asked for (:func:`relists`).
     relisted: bool = False
+    # The answering pass's actions, seconds from its decide (:func:`_actions`).
+    actions: dict[str, float] = field(default_factory=dict)
 
 
 def resource_of(path: str) -> str:
@@ -173,6 +175,7 @@ def timeline(
             if r.kind == "request" and began.at <= r.at <= ended.at:
                 n, s = t.requests.get(r.what, (0, 0.0))
                 t.requests[r.what] = (n + 1, s + r.took)
+        t.actions = _actions(failure.node, mine, began.at, ended.at)
     create = next(
         (x for x in mine if x.kind == "request" and x.what == "POST pods" and x.at >= began.at),
         None,
@@ -188,6 +191,37 @@ def timeline(
             if ended is not None:
                 t.between = _between(passes, ended, creating[-1])
     return t
+
+
+def _actions(node: str, mine: Sequence[Line], began: float, ended: float) -> dict[str, float]:
+    """When the answering pass's actions landed, in seconds from its ``decided`` line: the
+    failed node's change answered (``quarantined``), the next node change sent (the
+    promotion, once it landed: ``next_sent``), the last node change answered (``changed``),
+    the last list of a node's pods answered (``looked``), the last pod deletion answered
+    (``deleted``), and ``acted``; a moment the pass did not have is left out."""
+    stages = [x for x in mine if x.kind == "pass" and began <= x.at <= ended]
+    decided = next((x.at for x in stages if x.what == "decided"), None)
+    acted = next((x.at for x in stages if x.what == "acted"), None)
+    if decided is None or acted is None:
+        return {}
+    sent = [x for x in mine if x.kind == "request" and decided <= x.at <= acted]
+    patches = [x for x in sent if x.what == "PATCH nodes"]
+    failed = [x for x in patches if x.detail.split("?")[0] == f"/api/v1/nodes/{node}"]
+    moments: dict[str, float] = {"acted": acted}
+    if failed:
+        moments["quarantined"] = failed[0].at
+        later = [x.at - x.took for x in patches if x not in failed and x.at > failed[0].at]
+        if later:
+            moments["next_sent"] = min(later)
+    for key, what in (
+        ("changed", "PATCH nodes"),
+        ("looked", "GET pods"),
+        ("deleted", "DELETE pods"),
+    ):
+        answers = [x.at for x in sent if x.what == what]
+        if answers:
+            moments[key] = max(answers)
+    return {key: at - decided for key, at in moments.items()}
 
 
 def _between(passes: Sequence[Line], ended: Line, creating: Line) -> list[tuple[str, float]]:
@@ -235,9 +269,10 @@ def _ms(values: Iterable[float | None]) -> tuple[int, str, str]:
 
 
 def report(timelines: Sequence[Timeline]) -> str:
-    """Three tables: the moments of a swap, the answering pass's stages, and its requests
-    by kind (per failure: how many, and their time added up — requests sent at once add
-    up to more than the time they took together)."""
+    """The moments of a swap, the answering pass's stages, its requests by kind (per
+    failure: how many, and their time added up — requests sent at once add up to more than
+    the time they took together) and its actions as they landed, the job's passes between
+    it and the creating pass, and the swaps a periodic relist ran beside."""
     rows: list[tuple[str, object, str, str]] = []
     for label, key in _MOMENTS:
         n, med, p99 = _ms(getattr(t, key) for t in timelines)
@@ -258,7 +293,38 @@ def report(timelines: Sequence[Timeline]) -> str:
     text += "\n\n" + table(
         ("the answering pass's requests", "median count", "median ms (summed)", "p99 ms"), rows
     )
+    text += "\n\n" + _actions_report(answered)
     return text + "\n\n" + _between_report(timelines) + "\n\n" + _relist_report(timelines)
+
+
+_ACTIONS = (
+    ("the failed node's change answered (the quarantine)", "quarantined"),
+    ("the next node change sent (the promotion, once it landed)", "next_sent"),
+    ("the last node change answered", "changed"),
+    ("the last list of a node's pods answered", "looked"),
+    ("the last pod deletion answered", "deleted"),
+    ("the actions ended", "acted"),
+)
+
+
+def _actions_report(answered: Sequence[Timeline]) -> str:
+    """The answering pass's actions as they landed, from its decide, and which kind of
+    request the actions ended with: the node changes and the looks at nodes' pods (one
+    after another: the quarantine, then the promotion and the refill's claim, then the
+    looks that follow them), or the survivors' deletions (sent at once, beside them)."""
+    rows: list[tuple[str, object, str, str]] = []
+    for label, key in _ACTIONS:
+        n, med, p99 = _ms(t.actions.get(key) for t in answered)
+        rows.append((label, n, med, p99))
+    text = table(
+        ("the answering pass's actions, from its decide", "passes", "median ms", "p99 ms"), rows
+    )
+    both = [t.actions for t in answered if "deleted" in t.actions and "changed" in t.actions]
+    nodes = sum(1 for a in both if max(a["changed"], a.get("looked", 0.0)) >= a["deleted"])
+    return (
+        text + f"\n\nThe actions ended with a node change or a look at a node's pods in {nodes} of "
+        f"{len(both)} answering passes that had both, with a pod deletion in {len(both) - nodes}."
+    )
 
 
 def _relist_report(timelines: Sequence[Timeline]) -> str:

@@ -201,3 +201,87 @@ def test_the_swaps_a_periodic_relist_ran_beside_are_told_apart() -> None:
     text = flat(swaptrace.report([met, early]))
     assert "| a relist in flight | 1 | 320 | 320 | 450 | 450 |" in text
     assert "| none | 1 | 320 | 320 | 450 | 450 |" in text
+
+
+ANSWER = "\n".join(
+    [
+        stamp(1.020, "phased.reconcile", "node n7 changed, waking ns/job-1"),
+        stamp(1.021, "phased.reconcile", "pass ns/job-1 began"),
+        stamp(1.022, "phased.reconcile", "pass ns/job-1 read"),
+        stamp(
+            1.030,
+            "phased.reconcile",
+            "pass ns/job-1 decided: 1 QuarantineNode, 2 DeletePod, 1 SetNodeRole, 1 ClaimNode",
+        ),
+        stamp(1.060, "phased.kube.client", "PATCH /api/v1/nodes/n7 200 in 30.0 ms for ns/job-1"),
+        stamp(
+            1.070,
+            "phased.kube.client",
+            "DELETE /api/v1/namespaces/ns/pods/w-1 200 in 40.0 ms for ns/job-1",
+        ),
+        stamp(
+            1.080,
+            "phased.kube.client",
+            "DELETE /api/v1/namespaces/ns/pods/w-2 200 in 50.0 ms for ns/job-1",
+        ),
+        stamp(1.075, "phased.kube.client", "GET /api/v1/pods 200 in 45.0 ms for ns/job-1"),
+        # The promotion, sent 5 ms after the quarantine landed; the claim after it.
+        stamp(1.105, "phased.kube.client", "PATCH /api/v1/nodes/s1 200 in 40.0 ms for ns/job-1"),
+        stamp(1.115, "phased.kube.client", "PATCH /api/v1/nodes/f1 200 in 40.0 ms for ns/job-1"),
+        stamp(1.140, "phased.kube.client", "GET /api/v1/pods 200 in 35.0 ms for ns/job-1"),
+        stamp(1.141, "phased.reconcile", "pass ns/job-1 acted"),
+        stamp(
+            1.180,
+            "phased.kube.client",
+            "PATCH /apis/phased.dev/v1alpha1/namespaces/ns/trainingjobs/job-1/status 200 "
+            "in 38.0 ms for ns/job-1",
+        ),
+        stamp(1.181, "phased.reconcile", "pass ns/job-1 ended in 160.0 ms"),
+    ]
+)
+
+
+def test_the_answering_pass_actions_are_followed_as_they_land() -> None:
+    lines = swaptrace.parse(ANSWER)
+    failure = swaptrace.Failure("n7", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=None)
+    t = swaptrace.timeline(failure, lines)
+    # From the decide (1.030): the failed node's patch answered at 1.060, the promotion sent
+    # at 1.065, the last node change answered at 1.115, the last look at 1.140, the last
+    # deletion at 1.080, the actions ended at 1.141.
+    expected = {
+        "quarantined": 0.030,
+        "next_sent": 0.035,
+        "changed": 0.085,
+        "looked": 0.110,
+        "deleted": 0.050,
+        "acted": 0.111,
+    }
+    assert t.actions == pytest.approx(expected, abs=1e-6)
+    text = flat(swaptrace.report([t]))
+    assert "| the next node change sent (the promotion, once it landed) | 1 | 35 | 35 |" in text
+    assert "| the actions ended | 1 | 111 | 111 |" in text
+    assert "in 1 of 1 answering passes that had both, with a pod deletion in 0." in text
+
+    # A deletion answered after every node change and look ends the actions instead.
+    late = ANSWER.replace(
+        stamp(1.080, "phased.kube.client", "DELETE"), stamp(1.139, "phased.kube.client", "DELETE")
+    ).replace(stamp(1.140, "phased.kube.client", "GET"), stamp(1.120, "phased.kube.client", "GET"))
+    t = swaptrace.timeline(failure, swaptrace.parse(late))
+    assert t.actions["deleted"] == pytest.approx(0.109, abs=1e-6)
+    assert t.actions["looked"] == pytest.approx(0.090, abs=1e-6)
+    assert "in 0 of 1 answering passes that had both, with a pod deletion in 1." in flat(
+        swaptrace.report([t])
+    )
+
+
+def test_an_answer_without_a_traced_quarantine_leaves_its_moments_out() -> None:
+    lines = swaptrace.parse(ANSWER)
+    other = swaptrace.Failure("n8", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=None)
+    t = swaptrace.timeline(other, lines)
+    assert t.seen is None and t.actions == {}
+    t = swaptrace.timeline(
+        swaptrace.Failure("n7", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=None),
+        [x for x in lines if not (x.kind == "request" and x.detail == "/api/v1/nodes/n7")],
+    )
+    assert "quarantined" not in t.actions and "next_sent" not in t.actions
+    assert t.actions["changed"] == pytest.approx(0.085, abs=1e-6)
