@@ -145,7 +145,7 @@ from common import (
 )
 from phased.api.durations import parse_duration
 from phased.core.settings import load_settings
-from swaptrace import Failure, parse, relists, timeline
+from swaptrace import Failure, collections, parse, relists, timeline
 from swaptrace import report as trace_report
 
 WORKERS = 8
@@ -658,8 +658,8 @@ def run_size(
         lib.delete_namespace(core, ns)
     if trace:
         lines = parse(log.read_text(errors="replace"))
-        lists = relists(lines)
-        result.trace = trace_report([timeline(f, lines, lists) for f in result.made])
+        lists, stops = relists(lines), collections(lines)
+        result.trace = trace_report([timeline(f, lines, lists, stops) for f in result.made])
     # The next run's control window must not see this namespace's pods being removed.
     lib.wait_until(
         lambda: not any(n.metadata.name == ns for n in core.list_namespace().items),

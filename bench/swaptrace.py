@@ -6,7 +6,9 @@ each stamped by the log to the millisecond:
 
 - ``node NAME changed, waking NS/JOB``: a change of a node, as the operator took it;
 - ``pass NS/JOB began|read|decided: ...|acted|ended in X ms``: the stages of one pass;
-- ``METHOD PATH STATUS in X ms for NS/JOB``: one request, logged when its answer came.
+- ``METHOD PATH STATUS in X ms for NS/JOB``: one request, logged when its answer came;
+- ``collection of generation N took X ms, ...`` (``phased.gc``): a stop of the garbage
+  collector, logged as it ended.
 
 For each failure (the node, its job, and the bench's own times: injected, seen NotReady in
 the API, replacement pod seen), :func:`timeline` finds when the operator took the node's
@@ -15,7 +17,8 @@ that sent it, the request's start and its answer). :func:`report` gives the medi
 of each moment, measured from the failure seen in the API, and what the answering pass
 spent its time on: its stages and its requests by kind; and the swaps that a periodic
 relist of the Nodes or the worker Pods (:func:`relists`: a LIST of the collection sent for
-no job) ran beside, apart from the others.
+no job) ran beside, apart from the others; and those a collector's stop fell inside
+(:func:`collections`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) DEBUG (phased\.[\w
 _NODE = re.compile(r"^node (\S+) changed, waking (.+)$")
 _PASS = re.compile(r"^pass (\S+) (began|read|decided|acted|ended)\b(.*)$")
 _REQUEST = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) (\S+) (\S+) in ([\d.]+) ms(?: for (\S+))?$")
+_COLLECTION = re.compile(r"^collection of generation (\d) took ([\d.]+) ms\b")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,10 @@ class Timeline:
     relisted: bool = False
     # The answering pass's actions, seconds from its decide (:func:`_actions`).
     actions: dict[str, float] = field(default_factory=dict)
+    # The collector's stops between the failure seen and the first create answered (the
+    # bench's sight of the new pod without one): seconds stopped, and the oldest generation.
+    stopped: float = 0.0
+    generation: int | None = None
 
 
 def resource_of(path: str) -> str:
@@ -115,7 +123,18 @@ def parse(text: str) -> list[Line]:
                 method, path, _status, ms, job = request.groups()
                 what = f"{method} {resource_of(path)}"
                 lines.append(Line(at, "request", job or "", what, float(ms) / 1000, path))
+        elif m.group(2) == "phased.gc":
+            stop = _COLLECTION.match(message)
+            if stop:
+                what = f"generation {stop.group(1)}"
+                lines.append(Line(at, "gc", "", what, float(stop.group(2)) / 1000))
     return lines
+
+
+def collections(lines: Sequence[Line]) -> list[tuple[float, float, int]]:
+    """The collector's stops in the trace, each as (its start, its end, its generation), in
+    seconds since the epoch: logged as it ended, it began its time before."""
+    return [(x.at - x.took, x.at, int(x.what.split()[-1])) for x in lines if x.kind == "gc"]
 
 
 # A page of a full list: a LIST of the whole collection, sent for no job (the periodic
@@ -146,11 +165,16 @@ def relists(lines: Sequence[Line]) -> list[tuple[float, float]]:
 
 
 def timeline(
-    failure: Failure, lines: Sequence[Line], lists: Sequence[tuple[float, float]] = ()
+    failure: Failure,
+    lines: Sequence[Line],
+    lists: Sequence[tuple[float, float]] = (),
+    stops: Sequence[tuple[float, float, int]] = (),
 ) -> Timeline:
     """The moments of one failure, read from the trace lines after it was injected;
-    ``lists``: the relists in the trace (:func:`relists`)."""
+    ``lists``: the relists in the trace (:func:`relists`); ``stops``: the collector's
+    (:func:`collections`)."""
     t = Timeline()
+    _stops(t, failure, lines, stops)
     zero = failure.visible
     if failure.replaced is not None:
         t.replaced = failure.replaced - zero
@@ -191,6 +215,31 @@ def timeline(
             if ended is not None:
                 t.between = _between(passes, ended, creating[-1])
     return t
+
+
+def _stops(
+    t: Timeline, failure: Failure, lines: Sequence[Line], stops: Sequence[tuple[float, float, int]]
+) -> None:
+    """The collector's stops that overlap the swap: from the failure seen to the first
+    create of its job answered after it, or to the bench's sight of the new pod."""
+    create = next(
+        (
+            x.at
+            for x in lines
+            if x.kind == "request"
+            and x.job == failure.job
+            and x.what == "POST pods"
+            and x.at >= failure.visible
+        ),
+        failure.replaced,
+    )
+    if create is None:
+        return
+    for start, end, generation in stops:
+        overlap = min(end, create) - max(start, failure.visible)
+        if overlap > 0:
+            t.stopped += overlap
+            t.generation = max(generation, t.generation or 0)
 
 
 def _actions(node: str, mine: Sequence[Line], began: float, ended: float) -> dict[str, float]:
@@ -294,7 +343,35 @@ def report(timelines: Sequence[Timeline]) -> str:
         ("the answering pass's requests", "median count", "median ms (summed)", "p99 ms"), rows
     )
     text += "\n\n" + _actions_report(answered)
-    return text + "\n\n" + _between_report(timelines) + "\n\n" + _relist_report(timelines)
+    text += "\n\n" + _between_report(timelines) + "\n\n" + _relist_report(timelines)
+    return text + "\n\n" + _stops_report(timelines)
+
+
+def _stops_report(timelines: Sequence[Timeline]) -> str:
+    """The swaps by the collector's stops the trace said inside them (a full collection;
+    only a younger one of 5 ms or more; none): how many, the time stopped, the reaction."""
+    found = [t for t in timelines if t.replaced is not None]
+    rows: list[tuple[str, object, str, str, str, str]] = []
+    for label, test in (
+        ("a full collection (generation 2)", lambda t: t.generation == 2),
+        ("only a younger one of 5 ms or more", lambda t: t.generation in (0, 1)),
+        ("none", lambda t: t.generation is None),
+    ):
+        group = [t for t in found if test(t)]
+        _, stopped, stopped99 = _ms(t.stopped if t.generation is not None else None for t in group)
+        _, react, react99 = _ms(t.replaced for t in group)
+        rows.append((label, len(group), stopped, stopped99, react, react99))
+    return table(
+        (
+            "the collector stopped the operator between the failure and the first create",
+            "swaps",
+            "stopped, median ms",
+            "p99 ms",
+            "reaction median ms",
+            "p99 ms",
+        ),
+        rows,
+    )
 
 
 _ACTIONS = (

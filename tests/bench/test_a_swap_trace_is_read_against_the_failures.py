@@ -285,3 +285,66 @@ def test_an_answer_without_a_traced_quarantine_leaves_its_moments_out() -> None:
     )
     assert "quarantined" not in t.actions and "next_sent" not in t.actions
     assert t.actions["changed"] == pytest.approx(0.085, abs=1e-6)
+
+
+def test_the_collectors_trace_line_is_one_the_bench_reads() -> None:
+    """``phased run --trace`` says each full collection (and any younger one of 5 ms or
+    more) on ``phased.gc``, in a line the bench reads as a stop of the operator."""
+    import gc
+
+    from phased.cli import run
+
+    kept: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(self.format(record))
+
+    keep = Keep()
+    keep.setFormatter(logging.Formatter(FORMAT))
+    log = logging.getLogger("phased.gc")
+    log.addHandler(keep)
+    old = log.level
+    log.setLevel(logging.DEBUG)
+    assert "phased.gc" in run.TRACED
+    callback = run.trace_collections()
+    try:
+        gc.collect(2)
+        before = len(kept)
+        callback("start", {"generation": 0})
+        callback("stop", {"generation": 0, "collected": 3})  # a young one, at once: unsaid
+        assert len(kept) == before
+    finally:
+        gc.callbacks.remove(callback)
+        log.setLevel(old)
+        log.removeHandler(keep)
+    stops = swaptrace.collections(swaptrace.parse("\n".join(kept)))
+    assert 2 in {generation for _, _, generation in stops}  # the full one asked for
+    assert all(0 <= end - start < 5.0 for start, end, _ in stops)
+
+
+def test_a_collectors_stop_inside_a_swap_is_told_apart() -> None:
+    stop = stamp(1.140, "phased.gc", "collection of generation 2 took 60.0 ms, 12 objects freed")
+    outside = stamp(0.500, "phased.gc", "collection of generation 2 took 80.0 ms, 9 objects freed")
+    young = stamp(1.300, "phased.gc", "collection of generation 0 took 7.0 ms, 0 objects freed")
+    lines = swaptrace.parse("\n".join([LOG, stop, outside, young]))
+    stops = swaptrace.collections(lines)
+    # Each logged as it ended: it began its time before.
+    expected = [(1.080, 1.140, 2), (0.420, 0.500, 2), (1.293, 1.300, 0)]
+    assert [g for _, _, g in stops] == [g for _, _, g in expected]
+    for (start, end, _), (a, b, _) in zip(stops, expected, strict=True):
+        assert (start - T, end - T) == pytest.approx((a, b), abs=1e-6)
+    failure = swaptrace.Failure(
+        "n7", "ns/job-1", injected=T + 0.9, visible=T + 1.0, replaced=T + 1.45
+    )
+    t = swaptrace.timeline(failure, lines, stops=stops)
+    # From the failure seen (1.0) to the first create answered (1.350): the full collection
+    # (1.080-1.140) and the young one (1.293-1.300), not the one before the failure.
+    assert t.generation == 2
+    assert t.stopped == pytest.approx(0.067, abs=1e-6)
+    calm = swaptrace.timeline(failure, swaptrace.parse(LOG))
+    assert (calm.generation, calm.stopped) == (None, 0.0)
+    text = flat(swaptrace.report([t, calm]))
+    assert "| a full collection (generation 2) | 1 | 67 | 67 | 450 | 450 |" in text
+    assert "| only a younger one of 5 ms or more | 0 | - | - | - | - |" in text
+    assert "| none | 1 | - | - | 450 | 450 |" in text

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,8 @@ def register(sub: Any) -> None:
         "--trace",
         action="store_true",
         help="log every API request (its path, answer and time, and the job it was sent "
-        "for), each pass's stages and the node changes that wake jobs, with millisecond times",
+        "for), each pass's stages, the node changes that wake jobs and the garbage "
+        "collector's full collections, with millisecond times",
     )
     parser.set_defaults(func=run)
 
@@ -77,8 +80,39 @@ def read_settings(path: str | None) -> Settings:
 
 MIN_REPORT_KEY = 32
 
-# The loggers ``--trace`` turns to DEBUG: the requests, the passes and the node changes.
-TRACED = ("phased.kube.client", "phased.reconcile")
+# The loggers ``--trace`` turns to DEBUG: the requests, the passes and the node changes, and
+# the garbage collector's longer stops (:func:`trace_collections`).
+TRACED = ("phased.kube.client", "phased.reconcile", "phased.gc")
+# A collection of a younger generation is said in the trace when it took at least this long.
+SAID_FROM = 0.005
+
+
+def trace_collections() -> Callable[[str, dict[str, Any]], None]:
+    """Say in the trace (``phased.gc`` at DEBUG) each collection of the oldest generation,
+    and any other that stopped the process for ``SAID_FROM`` seconds or more: its
+    generation, its time and the objects it freed. A full collection stops the event loop
+    for as long as it walks the objects in the collector's sight (:func:`phased.handlers.
+    quiet_collector` keeps start-up's out of it); read against a swap's moments, the trace
+    tells whether one fell inside it. Returns the callback it added to ``gc.callbacks``."""
+    said = logging.getLogger("phased.gc")
+    began = [0.0]
+
+    def collected(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+            return
+        took = time.perf_counter() - began[0]
+        generation = int(info.get("generation", 0))
+        if generation == 2 or took >= SAID_FROM:
+            said.debug(
+                "collection of generation %d took %.1f ms, %d objects freed",
+                generation,
+                1000 * took,
+                int(info.get("collected", 0)),
+            )
+
+    gc.callbacks.append(collected)
+    return collected
 
 
 def read_report_key(settings: Settings) -> bytes | None:
@@ -108,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         for traced in TRACED:
             logging.getLogger(traced).setLevel(logging.DEBUG)
+        trace_collections()
     try:
         settings = read_settings(args.settings)
         report_key = read_report_key(settings)
