@@ -62,7 +62,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="log every API request (its path, answer and time, and the job it was sent "
         "for), each pass's stages, the node changes that wake jobs and the garbage "
-        "collector's full collections, with millisecond times",
+        "collector's longer stops, with millisecond times",
     )
     parser.set_defaults(func=run)
 
