@@ -321,7 +321,8 @@ def report(timelines: Sequence[Timeline]) -> str:
     """The moments of a swap, the answering pass's stages, its requests by kind (per
     failure: how many, and their time added up — requests sent at once add up to more than
     the time they took together) and its actions as they landed, the job's passes between
-    it and the creating pass, and the swaps a periodic relist ran beside."""
+    it and the creating pass, and the swaps a periodic relist or a stop of the collector
+    fell inside."""
     rows: list[tuple[str, object, str, str]] = []
     for label, key in _MOMENTS:
         n, med, p99 = _ms(getattr(t, key) for t in timelines)
