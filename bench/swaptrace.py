@@ -173,8 +173,19 @@ def timeline(
     """The moments of one failure, read from the trace lines after it was injected;
     ``lists``: the relists in the trace (:func:`relists`); ``stops``: the collector's
     (:func:`collections`)."""
+    t = _moments(failure, lines, lists)
+    # The swap, for the collector's stops: from the failure seen to its first create
+    # answered, or to the bench's sight of the new pod when the trace has no create.
+    seen = t.create_answered if t.create_answered is not None else t.replaced
+    if seen is not None:
+        _stops(t, failure.visible, failure.visible + seen, stops)
+    return t
+
+
+def _moments(
+    failure: Failure, lines: Sequence[Line], lists: Sequence[tuple[float, float]]
+) -> Timeline:
     t = Timeline()
-    _stops(t, failure, lines, stops)
     zero = failure.visible
     if failure.replaced is not None:
         t.replaced = failure.replaced - zero
@@ -218,25 +229,11 @@ def timeline(
 
 
 def _stops(
-    t: Timeline, failure: Failure, lines: Sequence[Line], stops: Sequence[tuple[float, float, int]]
+    t: Timeline, begin: float, end: float, stops: Sequence[tuple[float, float, int]]
 ) -> None:
-    """The collector's stops that overlap the swap: from the failure seen to the first
-    create of its job answered after it, or to the bench's sight of the new pod."""
-    create = next(
-        (
-            x.at
-            for x in lines
-            if x.kind == "request"
-            and x.job == failure.job
-            and x.what == "POST pods"
-            and x.at >= failure.visible
-        ),
-        failure.replaced,
-    )
-    if create is None:
-        return
-    for start, end, generation in stops:
-        overlap = min(end, create) - max(start, failure.visible)
+    """Add the collector's stops that overlap ``begin``-``end`` (seconds since the epoch)."""
+    for start, stop, generation in stops:
+        overlap = min(stop, end) - max(start, begin)
         if overlap > 0:
             t.stopped += overlap
             t.generation = max(generation, t.generation or 0)
